@@ -1,0 +1,52 @@
+# Config validation and the input functions of every rule. Logic lives in the
+# servesweep package; this file only connects it to Snakemake.
+import re
+import sys
+
+sys.path.insert(0, workflow.basedir)
+
+from servesweep.config import ConfigError, SCHEMA_PATH, load, spec_json
+
+# Our own check first: it names the key in one line. Snakemake's validate then
+# agrees (same draft 2020-12 schema) and fills the schema's defaults.
+try:
+    SWEEP = load(config)
+except ConfigError as error:
+    raise WorkflowError(str(error)) from None
+validate(config, schema=str(SCHEMA_PATH))
+
+
+wildcard_constraints:
+    stack="|".join(map(re.escape, SWEEP.stacks)),
+    model="|".join(map(re.escape, SWEEP.models)),
+    variant="|".join(map(re.escape, SWEEP.variants)),
+
+
+def stack_config(wildcards):
+    return SWEEP.stacks[wildcards.stack]
+
+
+def stack_requirements(wildcards):
+    stack = SWEEP.stacks[wildcards.stack]
+    return [stack["requirements"]] if stack["kind"] == "venv" else []
+
+
+def model_source(wildcards):
+    return SWEEP.models[wildcards.model]
+
+
+def cell_spec(wildcards):
+    # Canonical JSON: Snakemake's params trigger reruns exactly the cells whose
+    # resolved spec changed.
+    return spec_json(SWEEP.spec(wildcards.stack, wildcards.model, wildcards.variant))
+
+
+def cell_gpus(wildcards):
+    return SWEEP.gpus(wildcards.variant)
+
+
+def all_cells():
+    return [
+        f"results/cells/{stack}/{model}/{variant}/cell.json"
+        for stack, model, variant in SWEEP.cells
+    ]

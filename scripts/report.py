@@ -1,0 +1,20 @@
+"""report: the self-contained results/report.html."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
+
+from servesweep import CLIENT_VERSION  # noqa: E402
+from servesweep.joblog import job_logger  # noqa: E402
+from servesweep.report import build_report  # noqa: E402
+
+sm = snakemake  # noqa: F821
+with job_logger(sm.log[0]) as log:
+    build_report(
+        Path(sm.input.summary),
+        [Path(p) for p in sm.input.cells],
+        Path(sm.output[0]),
+        current_client_version=CLIENT_VERSION,
+    )
+    log(f"wrote {sm.output[0]}")

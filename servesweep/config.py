@@ -1,0 +1,268 @@
+"""Configuration: validation, defaults, variant inheritance, cells and their specs.
+
+Everything here is pure (no I/O besides reading the schema), so the Snakefile and the
+tests see exactly the same resolution.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from servesweep import CLIENT_VERSION
+from servesweep.engines import ENGINES, get_engine
+
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
+
+# Defaults live here (and are documented in the schema); resolution never depends on
+# Snakemake having injected the schema's defaults.
+SERVER_DEFAULTS = {
+    "host": "127.0.0.1",
+    "port": "auto",
+    "boot_timeout_s": 300,
+    "teardown_grace_s": 15,
+    "gpus": 0,
+}
+BENCHMARK_DEFAULTS = {
+    "repeats": 1,
+    "endpoint": "completions",
+    "warmup": 2,
+    "num_prompts": {"per_level": 1, "min": 20, "max": 100000},
+    "workload": {"kind": "random", "input_tokens": 32, "output_tokens": 16, "seed": 0},
+    "request_timeout_s": 600,
+    "stall_timeout_s": 120,
+    "error_rate_threshold": 0.5,
+}
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message is one line naming the key."""
+
+
+@cache
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _key_path(path) -> str:
+    """Render a jsonschema path as `variants.ep8.flags[0]`."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def validate_schema(config: dict) -> None:
+    """Validate against the JSON schema; raise ConfigError with the most specific problem."""
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = list(validator.iter_errors(config))
+    if not errors:
+        return
+    best = jsonschema.exceptions.best_match(errors)
+    # Descend into oneOf/anyOf to name the deepest key.
+    while best.context:
+        best = jsonschema.exceptions.best_match(best.context)
+    message = best.message
+    if best.validator == "additionalProperties":
+        message = message.replace("Additional properties are not allowed", "unknown key")
+    elif best.validator in ("maxProperties", "minProperties") and best.path and (
+        best.path[0] == "models"
+    ):
+        message = "needs exactly one source kind: synthetic, hf or path"
+    elif best.validator == "pattern" and list(best.path)[-1:] == ["hf"]:
+        message = f"{best.instance!r} must be org/name@revision (pin a revision)"
+    raise ConfigError(f"config: {_key_path(best.absolute_path)}: {message}")
+
+
+def _merge(defaults: dict, given: dict | None) -> dict:
+    out = copy.deepcopy(defaults)
+    for key, value in (given or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def resolve_variants(variants: dict, default_engine: str) -> dict:
+    """Resolve `extends` chains once: each variant gets its parents' flags and env,
+    overridden by its own; a flag or env var set to null in a child is removed."""
+    resolved: dict[str, dict] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> dict:
+        if name in resolved:
+            return resolved[name]
+        if name in chain:
+            cycle = " -> ".join((*chain, name))
+            raise ConfigError(f"config: variants.{chain[0]}.extends: cycle {cycle}")
+        own = variants[name]
+        parent_name = own.get("extends")
+        if parent_name is not None and parent_name not in variants:
+            raise ConfigError(
+                f"config: variants.{name}.extends: unknown variant {parent_name!r} "
+                f"(known: {', '.join(sorted(variants))})"
+            )
+        if parent_name is None:
+            base = {"engine": default_engine, "flags": {}, "env": {}, "gpus": None, "chain": []}
+        else:
+            base = resolve(parent_name, (*chain, name))
+        flags = {**base["flags"], **own.get("flags", {})}
+        env = {**base["env"], **own.get("env", {})}
+        result = {
+            "engine": own.get("engine", base["engine"]),
+            "flags": {k: v for k, v in flags.items() if v is not None},
+            "env": {k: str(v) for k, v in env.items() if v is not None},
+            "gpus": own.get("gpus", base["gpus"]),
+            "chain": [*base["chain"], name],
+            "description": own.get("description", ""),
+        }
+        resolved[name] = result
+        return result
+
+    for name in variants:
+        resolve(name, ())
+    return resolved
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated, resolved configuration."""
+
+    stacks: dict
+    models: dict
+    variants: dict  # resolved
+    server: dict
+    benchmark: dict
+    raw: dict
+
+    @property
+    def cells(self) -> list[tuple[str, str, str]]:
+        return list(itertools.product(self.stacks, self.models, self.variants))
+
+    def num_prompts(self, level: int) -> int:
+        rule = self.benchmark["num_prompts"]
+        return max(rule["min"], min(rule["max"], int(round(rule["per_level"] * level))))
+
+    def gpus(self, variant: str) -> int:
+        gpus = self.variants[variant]["gpus"]
+        return self.server["gpus"] if gpus is None else gpus
+
+    def spec(self, stack: str, model: str, variant: str) -> dict:
+        """Everything a cell's measurement depends on. Runtime values (interpreter,
+        model directory, port) appear as placeholders; the stack manifest and the
+        model files are tracked by Snakemake as inputs instead."""
+        v = self.variants[variant]
+        engine = get_engine(v["engine"])
+        command = engine.command(
+            python="<stack>/bin/python",
+            model_path="<model>",
+            host=self.server["host"],
+            port="<port>",
+            flags=v["flags"],
+        )
+        levels = self.benchmark["levels"]
+        return {
+            "stack": {"name": stack, **self.stacks[stack]},
+            "model": {"name": model, "source": self.models[model]},
+            "variant": variant,
+            "extends_chain": v["chain"],
+            "engine": v["engine"],
+            "flags": v["flags"],
+            "command": command,
+            "env": v["env"],
+            "gpus": self.gpus(variant),
+            "server": self.server,
+            "benchmark": {
+                **self.benchmark,
+                "num_prompts_per_level": {str(lv): self.num_prompts(lv) for lv in levels},
+            },
+            "client_version": CLIENT_VERSION,
+        }
+
+
+def spec_json(spec: dict) -> str:
+    """Canonical JSON: the same spec always gives the same text (and hash)."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def spec_hash(spec: dict) -> str:
+    return hashlib.sha256(spec_json(spec).encode()).hexdigest()[:12]
+
+
+def check_semantics(config: dict) -> None:
+    """Checks a JSON schema cannot express; one line naming the key for each."""
+    variants = config["variants"]
+    if "baseline" not in variants:
+        raise ConfigError(
+            "config: variants: missing 'baseline' (every comparison is against it; "
+            f"have: {', '.join(sorted(variants))})"
+        )
+    if variants["baseline"].get("extends"):
+        raise ConfigError("config: variants.baseline.extends: the baseline cannot extend")
+    default_engine = config.get("engine", "transformers")
+    if default_engine not in ENGINES:
+        raise ConfigError(
+            f"config: engine: unknown engine {default_engine!r} (known: {', '.join(ENGINES)})"
+        )
+    for name, variant in variants.items():
+        engine = variant.get("engine")
+        if engine is not None and engine not in ENGINES:
+            raise ConfigError(
+                f"config: variants.{name}.engine: unknown engine {engine!r} "
+                f"(known: {', '.join(ENGINES)})"
+            )
+    for name, stack in config["stacks"].items():
+        if stack["kind"] == "venv" and "requirements" not in stack:
+            raise ConfigError(f"config: stacks.{name}.requirements: required for kind venv")
+        if stack["kind"] == "existing" and "python" not in stack:
+            raise ConfigError(f"config: stacks.{name}.python: required for kind existing")
+    bench = config["benchmark"]
+    workload = bench.get("workload", {})
+    if workload.get("kind") == "sharegpt" and "path" not in workload:
+        raise ConfigError("config: benchmark.workload.path: required for kind sharegpt")
+    rule = {**BENCHMARK_DEFAULTS["num_prompts"], **bench.get("num_prompts", {})}
+    if rule["min"] > rule["max"]:
+        raise ConfigError("config: benchmark.num_prompts: min is larger than max")
+
+
+def load(config: dict) -> Sweep:
+    """Validate (schema, then semantics) and resolve a config dict."""
+    validate_schema(config)
+    check_semantics(config)
+    variants = resolve_variants(config["variants"], config.get("engine", "transformers"))
+    return Sweep(
+        stacks=copy.deepcopy(config["stacks"]),
+        # `synthetic:` with no parameters reads as null; it means "all defaults".
+        models={
+            name: {kind: ({} if value is None else copy.deepcopy(value))}
+            for name, source in config["models"].items()
+            for kind, value in source.items()
+        },
+        variants=variants,
+        server=_merge(SERVER_DEFAULTS, config.get("server")),
+        benchmark=_merge(BENCHMARK_DEFAULTS, config["benchmark"]),
+        raw=copy.deepcopy(config),
+    )
+
+
+def load_file(path: str | Path) -> Sweep:
+    path = Path(path)
+    try:
+        config = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"config file {path}{where}: not valid YAML") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"config file {path}: must be a mapping of keys")
+    return load(config)

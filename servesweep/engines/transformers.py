@@ -1,0 +1,24 @@
+"""`transformers serve`: the embedded CPU default (a real OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servesweep.engines.base import Engine, flags_to_args
+
+
+class TransformersEngine(Engine):
+    name = "transformers"
+    # No /metrics and no prefix cache to flush (measured with transformers 5.24).
+    metrics_path = None
+
+    def command(self, python: str, model_path: str, host: str, port, flags: dict) -> list[str]:
+        # The console script beside the stack's interpreter, so the stack's own
+        # transformers runs (never the workflow's).
+        cli = str(Path(python).parent / "transformers")
+        return [cli, "serve", model_path, "--host", host, "--port", str(port), *flags_to_args(flags)]
+
+    def request_extras(self) -> dict:
+        # It rejects unknown fields such as ignore_eos with HTTP 422; fixed output
+        # lengths come from the synthetic model's generation config instead.
+        return {}

@@ -1,0 +1,84 @@
+"""Failure classes, read from a server's log and exit status.
+
+Signatures are taken from real SGLang, vLLM, PyTorch and NCCL log lines. The order is
+the priority: a log that shows both an assertion and an OOM is an `oom` (the assertion
+is usually the symptom).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+CAUSES = (
+    "oom",
+    "nccl",
+    "cuda_error",
+    "assertion",
+    "import_error",
+    "port_in_use",
+    "boot_timeout",
+    "died",
+    "hung",
+    "http_errors",
+    "unknown",
+)
+
+# (cause, pattern) in priority order; matched against the log text.
+SIGNATURES: list[tuple[str, re.Pattern]] = [
+    (
+        "oom",
+        re.compile(
+            r"CUDA out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|"
+            r"CUBLAS_STATUS_ALLOC_FAILED|out of memory|MemoryError|"
+            r"Not enough memory|No available memory for the cache blocks",
+            re.IGNORECASE,
+        ),
+    ),
+    ("nccl", re.compile(r"NCCL error|NCCL WARN|ncclInternalError|ncclUnhandledCudaError|"
+                        r"ncclSystemError|ncclRemoteError|ProcessGroupNCCL.*(?:timeout|error)",
+                        re.IGNORECASE)),
+    ("port_in_use", re.compile(r"address already in use|Errno 98\b", re.IGNORECASE)),
+    ("import_error", re.compile(r"ModuleNotFoundError|ImportError|undefined symbol")),
+    ("cuda_error", re.compile(r"CUDA error|cudaError\w*|illegal memory access|"
+                              r"CUBLAS_STATUS_\w+|device-side assert", re.IGNORECASE)),
+    ("assertion", re.compile(r"AssertionError|Assertion `.*' failed")),
+]
+
+
+def classify_log(text: str) -> str | None:
+    """The failure class a log shows, or None when it shows no known signature."""
+    for cause, pattern in SIGNATURES:
+        if pattern.search(text):
+            return cause
+    return None
+
+
+def classify_exit(returncode: int | None, log_text: str, default: str = "died") -> str:
+    """Cause for a server that exited: the log's signature first; a SIGKILL with no
+    signature is most often the host's OOM killer."""
+    cause = classify_log(log_text)
+    if cause:
+        return cause
+    if returncode == -signal.SIGKILL or returncode == 128 + signal.SIGKILL:
+        return "oom"
+    return default
+
+
+def log_tail(path: Path, lines: int = 50) -> list[str]:
+    """The last `lines` lines of a log (decoded leniently; logs can hold anything)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return []
+    text = data[-256 * 1024 :].decode("utf-8", errors="replace")
+    return text.splitlines()[-lines:]
+
+
+def read_log(path: Path, limit: int = 4 * 1024 * 1024) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return ""
+    return data[-limit:].decode("utf-8", errors="replace")
