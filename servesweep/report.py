@@ -434,6 +434,65 @@ def _cell_view(c: dict, current: str) -> dict:
     }
 
 
+def _group_views(df, tput, steady, means, baseline: str, current: str) -> list[dict]:
+    """Per stack x model: the headline, steady, latency and client-health tables."""
+    cells = df.drop_duplicates(KEY).set_index(KEY)
+    lat_metrics = [m for _, m in LATENCY_COLS]
+    groups = []
+    for stack, model in df[["stack", "model"]].drop_duplicates().itertuples(index=False):
+        sub = df[(df["stack"] == stack) & (df["model"] == model)]
+        variants = _variant_order(sub["variant"], baseline)
+        levels = sorted(int(lv) for lv in sub["level"].dropna().unique())
+        labels = []
+        for v in variants:
+            c = cells.loc[(stack, model, v)]
+            note = None
+            if c["cell_status"] == "failed":
+                note = f"failed at {c['failure_stage']} ({c['failure_cause']})"
+            stale = pd.notna(c["client_version"]) and str(c["client_version"]) != str(current)
+            labels.append({"variant": v, "note": note, "stale": stale})
+        lat, health = [], []
+        m = means[(means["stack"] == stack) & (means["model"] == model)]
+        for v in variants:
+            for r in m[m["variant"] == v].sort_values("level").to_dict("records"):
+                ok = r["status"] == "ok"
+                state = "" if ok else (f"failed ({r['cause']})" if r["status"] == "failed" else "—")
+                values = [fmt(r[k]) if ok else "" for k in lat_metrics]
+                lat.append({"variant": v, "level": r["level"], "state": state, "values": values})
+                target = r["level"]
+                if pd.notna(r["num_prompts"]):
+                    target = min(target, r["num_prompts"])
+                ratio = r["achieved_concurrency"] / target * 100 if ok and target else math.nan
+                health.append(
+                    {
+                        "variant": v,
+                        "level": r["level"],
+                        "state": state,
+                        "target": fmt(target),
+                        "achieved": fmt(r["achieved_concurrency"]),
+                        "ratio": fmt(ratio, 0),
+                        "client_bound": r["client_bound"],
+                        "cpu": fmt(r["client_cpu_s"]),
+                        "lag": fmt(r["max_lag"]),
+                        "failed": r["failed_sum"],
+                        "mismatch": r["retokenized_mismatch_sum"],
+                    }
+                )
+        groups.append(
+            {
+                "stack": stack,
+                "model": model,
+                "levels": levels,
+                "labels": labels,
+                "headline": _pivot(tput, stack, model, variants, levels),
+                "steady": _pivot(steady, stack, model, variants, levels),
+                "latency": lat,
+                "health": health,
+            }
+        )
+    return groups
+
+
 def build_report(
     summary_csv: Path,
     cell_paths: list[Path],
@@ -450,81 +509,16 @@ def build_report(
 
     tput = throughput_table(df, baseline, "output_throughput")
     steady = throughput_table(df, baseline, "steady_output_throughput")
-    lat_metrics = [m for _, m in LATENCY_COLS]
-    means = _level_means(df, lat_metrics + ["achieved_concurrency", "client_cpu_s", "num_prompts"])
+    extra = ["achieved_concurrency", "client_cpu_s", "num_prompts"]
+    means = _level_means(df, [m for _, m in LATENCY_COLS] + extra)
 
-    # Cell-level facts, from summary.csv (so cells without a cell.json still show).
-    cell_rows = df.drop_duplicates(KEY)[
-        KEY
-        + ["engine", "cell_status", "failure_stage", "failure_cause", "boot_s", "client_version"]
-    ]
+    plots = [_line_plot(tput, "output tokens / s", "Output throughput vs concurrency")]
+    if len(means):
+        ttft = means.rename(columns={"p99_ttft_ms": "mean"}).assign(ci=math.nan)
+        plots.append(_line_plot(ttft, "TTFT p99 (ms)", "TTFT p99 vs concurrency", logy=True))
 
-    groups = []
-    for stack, model in _ordered(zip(df["stack"], df["model"], strict=True)):
-        sub = df[(df["stack"] == stack) & (df["model"] == model)]
-        variants = _variant_order(sub["variant"], baseline)
-        levels = sorted(int(lv) for lv in sub["level"].dropna().unique())
-        labels = []
-        for v in variants:
-            c = cell_rows[
-                (cell_rows["stack"] == stack)
-                & (cell_rows["model"] == model)
-                & (cell_rows["variant"] == v)
-            ].iloc[0]
-            note = None
-            if c["cell_status"] == "failed":
-                note = f"failed at {c['failure_stage']} ({c['failure_cause']})"
-            stale = pd.notna(c["client_version"]) and str(c["client_version"]) != str(current)
-            labels.append({"variant": v, "note": note, "stale": stale})
-        m = means[(means["stack"] == stack) & (means["model"] == model)] if len(means) else means
-        lat, health = [], []
-        for v in variants:
-            for r in m[m["variant"] == v].sort_values("level").to_dict("records"):
-                ok = r["status"] == "ok"
-                state = "" if ok else (f"failed ({r['cause']})" if r["status"] == "failed" else "—")
-                lat.append(
-                    {
-                        "variant": v,
-                        "level": r["level"],
-                        "state": state,
-                        "values": [fmt(r[k]) if ok else "" for k in lat_metrics],
-                    }
-                )
-                target = (
-                    min(r["level"], r["num_prompts"]) if pd.notna(r["num_prompts"]) else r["level"]
-                )
-                ratio = r["achieved_concurrency"] / target * 100 if ok and target else math.nan
-                health.append({
-                    "variant": v, "level": r["level"], "state": state,
-                    "achieved": fmt(r["achieved_concurrency"]), "target": fmt(target),
-                    "ratio": fmt(ratio, 0), "client_bound": r["client_bound"],
-                    "cpu": fmt(r["client_cpu_s"]), "lag": fmt(r["max_lag"]),
-                    "failed": r["failed_sum"], "mismatch": r["retokenized_mismatch_sum"],
-                })  # fmt: skip
-        groups.append({
-            "stack": stack, "model": model, "levels": levels, "labels": labels,
-            "headline": _pivot(tput, stack, model, variants, levels),
-            "steady": _pivot(steady, stack, model, variants, levels),
-            "latency": lat, "health": health,
-        })  # fmt: skip
-
-    ttft = (
-        means.rename(columns={"p99_ttft_ms": "mean"}).assign(ci=math.nan) if len(means) else means
-    )
-    plots = [
-        p
-        for p in (
-            _line_plot(tput, "output tokens / s", "Output throughput vs concurrency"),
-            _line_plot(ttft, "TTFT p99 (ms)", "TTFT p99 vs concurrency", logy=True)
-            if len(ttft)
-            else None,
-        )
-        if p
-    ]
-
-    synthetic = _ordered(
-        c["model"] for c in cells if (c.get("model_manifest") or {}).get("synthetic")
-    )
+    # Cell-level facts come from summary.csv, so every collected cell is counted.
+    cell_rows = df.drop_duplicates(KEY).to_dict("records")
     boots = [
         {
             "where": f"{r['stack']} / {r['model']} / {r['variant']}",
@@ -532,15 +526,16 @@ def build_report(
             "status": r["cell_status"],
             "boot_s": fmt(r["boot_s"]),
         }
-        for r in cell_rows.to_dict("records")
+        for r in cell_rows
     ]
+    synthetic = _ordered(
+        c["model"] for c in cells if (c.get("model_manifest") or {}).get("synthetic")
+    )
     cell_views = [_cell_view(c, current) for c in cells]
-    n_ok = int((cell_rows["cell_status"] == "ok").sum())
-    n_failed = int((cell_rows["cell_status"] == "failed").sum())
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
-        autoescape=True,
+        autoescape=True,  # every string from the records is escaped, log tails included
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -551,13 +546,13 @@ def build_report(
         baseline=baseline,
         synthetic=synthetic,
         n_cells=len(cell_rows),
-        n_ok=n_ok,
-        n_failed=n_failed,
+        n_ok=sum(r["cell_status"] == "ok" for r in cell_rows),
+        n_failed=sum(r["cell_status"] == "failed" for r in cell_rows),
         n_stale=sum(v["stale"] for v in cell_views),
         current_client_version=current,
-        groups=groups,
+        groups=_group_views(df, tput, steady, means, baseline, current),
         latency_cols=[name for name, _ in LATENCY_COLS],
-        plots=plots,
+        plots=[p for p in plots if p],
         boots=boots,
         failures=_failures(df, cells),
         log_text=_log_text,

@@ -1,0 +1,264 @@
+"""Benchmark metric math: pure functions over request timelines, no I/O.
+
+Definitions, and how they map to vLLM / SGLang / AIPerf / guidellm, are in docs/metrics.md.
+Times inside a request record are ms after the request was sent; `sent_s` and `end_s` are
+seconds after the level's start.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+
+LATENCIES = ("ttft", "tpot", "itl", "e2el", "chunk_gap")
+STATS = ("mean", "median", "std", "p90", "p99")
+RETOKENIZED_TOLERANCE = 0.02  # retokenized vs usage output count
+CLIENT_BOUND_RATIO = 0.95  # achieved concurrency under this share of the target
+DEFAULT_ERROR_RATE_THRESHOLD = 0.5
+
+
+# ---- one request ---------------------------------------------------------------------------
+
+
+def apportion(weights: list[float], total: int) -> list[int]:
+    """Split the integer `total` over chunks in proportion to `weights` (largest remainder),
+    so per-chunk counts always sum to the server's total."""
+    if not weights:
+        return []
+    s = float(sum(weights))
+    if s <= 0:
+        weights, s = [1] * len(weights), float(len(weights))
+    exact = [w * total / s for w in weights]
+    out = [math.floor(x) for x in exact]
+    by_remainder = sorted(range(len(exact)), key=lambda i: (out[i] - exact[i], i))
+    for i in by_remainder[: total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def tokens_per_chunk(
+    usage_cumulative: list[int | None], retokenized: list[int] | None, total: int | None
+) -> list[int]:
+    """Tokens each content chunk carried.
+
+    Exact when the server streams cumulative usage on every chunk (its deltas); otherwise
+    the retokenized count of each chunk's text, scaled so the chunks sum to the usage total;
+    without a tokenizer, the usage total split evenly; without either, one per chunk."""
+    n = len(usage_cumulative)
+    if n and all(u is not None for u in usage_cumulative):
+        deltas = [usage_cumulative[0]] + [b - a for a, b in zip(usage_cumulative, usage_cumulative[1:])]
+        if all(d >= 0 for d in deltas):
+            return deltas
+    weights = list(retokenized) if retokenized is not None else [1] * n
+    if total is None:
+        return weights
+    return apportion(weights, total)
+
+
+def request_metrics(
+    sent_ns: int, end_ns: int, chunk_ns: list[int], chunk_tokens: list[int], output_tokens: int | None
+) -> dict:
+    """Latencies of one completed request from its send time, the arrival time of each content
+    chunk and of its last byte (all perf_counter_ns)."""
+    ttft = (chunk_ns[0] - sent_ns) / 1e6 if chunk_ns else None
+    e2el = (end_ns - sent_ns) / 1e6
+    tpot = None
+    if ttft is not None and output_tokens is not None and output_tokens > 1:
+        tpot = (e2el - ttft) / (output_tokens - 1)
+    return {
+        "ttft_ms": _r(ttft),
+        "e2el_ms": _r(e2el),
+        "tpot_ms": _r(tpot),
+        "chunk_times_ms": [round((t - sent_ns) / 1e6, 3) for t in chunk_ns],
+        "chunk_tokens": list(chunk_tokens),
+    }
+
+
+def itl_gaps(chunk_times_ms: list[float], chunk_tokens: list[int]) -> np.ndarray:
+    """Per-token gaps: the gap before each token-bearing chunk, split equally over the tokens
+    it carried. The first chunk's tokens belong to TTFT; a chunk that carried no tokens passes
+    its time on to the next one."""
+    times = np.asarray(chunk_times_ms, dtype=float)
+    tokens = np.asarray(chunk_tokens, dtype=int)
+    keep = tokens > 0
+    times, tokens = times[keep], tokens[keep]
+    if len(times) < 2:
+        return np.empty(0)
+    per_token = np.diff(times) / tokens[1:]
+    return np.repeat(per_token, tokens[1:])
+
+
+def chunk_gaps(chunk_times_ms: list[float]) -> np.ndarray:
+    """Raw gaps between consecutive content chunks, whatever they carried."""
+    return np.diff(np.asarray(chunk_times_ms, dtype=float))
+
+
+def retokenized_mismatch(record: dict) -> bool:
+    usage, retok = record.get("output_tokens"), record.get("retokenized_tokens")
+    if not usage or retok is None or not record.get("usage_reported", True):
+        return False
+    return abs(retok - usage) / usage > RETOKENIZED_TOLERANCE
+
+
+# ---- one level -----------------------------------------------------------------------------
+
+
+def stats(values) -> dict:
+    """mean, median, std (population, as vLLM/SGLang), p90, p99 (linear interpolation)."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return dict.fromkeys(STATS)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return {
+        "mean": _r(a.mean()),
+        "median": _r(p50),
+        "std": _r(a.std()),
+        "p90": _r(p90),
+        "p99": _r(p99),
+    }
+
+
+def steady_window(intervals: list[tuple[float, float]], target: int) -> tuple[float, float] | None:
+    """(start, end): from the moment `target` requests are first in flight to the moment the
+    last request is sent. None when that never happens or the window is empty."""
+    if not intervals or target < 1:
+        return None
+    # Ends sort before sends at the same instant: a slot freed and refilled is not an overlap.
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    end = max(s for s, _ in intervals)
+    inflight = 0
+    for t, step in events:
+        inflight += step
+        if inflight >= target:
+            return (t, end) if end > t else None
+    return None
+
+
+def mean_inflight(intervals: list[tuple[float, float]], start: float, end: float) -> float:
+    """Time-weighted mean number of requests in flight over [start, end]."""
+    busy = sum(max(0.0, min(e, end) - max(s, start)) for s, e in intervals)
+    return busy / (end - start)
+
+
+def peak_throughput(arrivals_s: np.ndarray, tokens: np.ndarray, origin_s: float) -> float | None:
+    """Most tokens that arrived in any 1-second bucket counted from origin_s."""
+    if len(arrivals_s) == 0:
+        return None
+    buckets = np.floor(np.asarray(arrivals_s) - origin_s).astype(int)
+    buckets -= buckets.min()
+    return float(np.bincount(buckets, weights=tokens).max())
+
+
+def summarize(
+    records: list[dict],
+    level: int,
+    repeat: int,
+    *,
+    concurrency: int | None = None,
+    num_prompts: int | None = None,
+    stalled: bool = False,
+    error_rate_threshold: float = DEFAULT_ERROR_RATE_THRESHOLD,
+    client_cpu_s: float | None = None,
+    client_max_loop_lag_ms: float | None = None,
+    started_at: str | None = None,
+) -> dict:
+    """The level summary (docs/records.md) from its request records (warmups are skipped).
+
+    `num_prompts` is how many measured requests were asked for (default: as many as were
+    recorded); `stalled` marks a level the client aborted because nothing progressed."""
+    measured = [r for r in records if not r.get("warmup")]
+    ok = [r for r in measured if r.get("ok")]
+    bad = [r for r in measured if not r.get("ok")]
+    target = min(concurrency or level, len(measured)) if measured else 0
+
+    summary: dict = {"level": level, "repeat": repeat, "status": "ok", "cause": None}
+    summary["num_prompts"] = num_prompts if num_prompts is not None else len(measured)
+    summary["warmup"] = len(records) - len(measured)
+    summary["completed"] = len(ok)
+    summary["failed"] = len(bad)
+    summary["errors"] = dict(Counter(r.get("error") or "unknown" for r in bad))
+
+    if stalled:
+        summary["status"], summary["cause"] = "failed", "hung"
+    elif not measured or len(bad) / len(measured) > error_rate_threshold:
+        summary["status"], summary["cause"] = "failed", "http_errors"
+
+    intervals = [(r["sent_s"], r["end_s"]) for r in measured]
+    first_sent = min((s for s, _ in intervals), default=None)
+    duration = max(e for _, e in intervals) - first_sent if intervals else None
+    if duration is not None and duration <= 0:
+        duration = None
+    summary["duration_s"] = _r(duration)
+
+    in_tokens = sum(r.get("prompt_tokens") or 0 for r in ok)
+    out_tokens = sum(r.get("output_tokens") or 0 for r in ok)
+    summary["total_input_tokens"] = in_tokens
+    summary["total_output_tokens"] = out_tokens
+    summary["output_throughput"] = _per(out_tokens, duration)
+    summary["total_token_throughput"] = _per(in_tokens + out_tokens, duration)
+    summary["request_throughput"] = _per(len(ok), duration)
+
+    # Token arrival times (s after level start), for the steady window and the peak.
+    arrivals = np.concatenate(
+        [r["sent_s"] + np.asarray(r["chunk_times_ms"], dtype=float) / 1e3 for r in ok] or [[]]
+    )
+    arrival_tokens = np.concatenate(
+        [np.asarray(r["chunk_tokens"], dtype=float) for r in ok] or [[]]
+    )
+
+    window = steady_window(intervals, target)
+    if window is None:
+        summary["steady_window_s"] = None
+        summary["steady_output_throughput"] = None
+        summary["steady_total_token_throughput"] = None
+        summary["steady_concurrency"] = None
+    else:
+        start, end = window
+        length = end - start
+        inside = (arrivals >= start) & (arrivals <= end)
+        steady_out = float(arrival_tokens[inside].sum())
+        # Input tokens count when their request is sent inside the window.
+        steady_in = sum(r.get("prompt_tokens") or 0 for r in ok if start < r["sent_s"] <= end)
+        summary["steady_window_s"] = _r(length)
+        summary["steady_output_throughput"] = _per(steady_out, length)
+        summary["steady_total_token_throughput"] = _per(steady_out + steady_in, length)
+        summary["steady_concurrency"] = _r(mean_inflight(intervals, start, end))
+
+    summary["peak_output_throughput"] = (
+        peak_throughput(arrivals, arrival_tokens, first_sent) if first_sent is not None else None
+    )
+    busy = sum(e - s for s, e in intervals)
+    achieved = busy / duration if duration else None
+    summary["achieved_concurrency"] = _r(achieved)
+    summary["client_bound"] = bool(achieved is not None and achieved < CLIENT_BOUND_RATIO * target)
+
+    series = {
+        "ttft": [r["ttft_ms"] for r in ok if r.get("ttft_ms") is not None],
+        "tpot": [r["tpot_ms"] for r in ok if r.get("tpot_ms") is not None],
+        "e2el": [r["e2el_ms"] for r in ok if r.get("e2el_ms") is not None],
+        "itl": _concat([itl_gaps(r["chunk_times_ms"], r["chunk_tokens"]) for r in ok]),
+        "chunk_gap": _concat([chunk_gaps(r["chunk_times_ms"]) for r in ok]),
+    }
+    for name in LATENCIES:
+        for stat, value in stats(series[name]).items():
+            summary[f"{stat}_{name}_ms"] = value
+
+    summary["retokenized_mismatch"] = sum(retokenized_mismatch(r) for r in ok)
+    summary["client_cpu_s"] = _r(client_cpu_s)
+    summary["client_max_loop_lag_ms"] = _r(client_max_loop_lag_ms)
+    summary["started_at"] = started_at
+    return summary
+
+
+def _concat(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.empty(0)
+
+
+def _per(amount: float, seconds: float | None) -> float | None:
+    return _r(amount / seconds) if seconds else None
+
+
+def _r(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(float(x), digits)

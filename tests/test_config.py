@@ -1,0 +1,179 @@
+"""Config validation, variant inheritance, cells and spec hashing (no Snakemake)."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from servesweep.config import ConfigError, load, load_file, spec_hash, spec_json
+from servesweep.engines import flags_to_args
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def base_config() -> dict:
+    return {
+        "stacks": {"cpu": {"kind": "venv", "requirements": "envs/cpu.txt"}},
+        "models": {"tiny": {"synthetic": {"seed": 1}}},
+        "variants": {
+            "baseline": {"flags": {"device": "cpu", "dtype": "float32"}, "env": {"A": "1"}},
+            "cb": {"extends": "baseline", "flags": {"continuous-batching": True}},
+            "cb-small": {
+                "extends": "cb",
+                "flags": {"cb-num-blocks": 64, "dtype": None},
+                "env": {"A": None, "B": 2},
+            },
+        },
+        "benchmark": {"levels": [1, 4]},
+    }
+
+
+def test_default_config_loads():
+    sweep = load_file(ROOT / "config" / "config.yaml")
+    assert "baseline" in sweep.variants
+    assert sweep.benchmark["levels"] == [1, 10, 256, 1024]
+    assert len(sweep.cells) == len(sweep.stacks) * len(sweep.models) * len(sweep.variants)
+
+
+def test_inheritance_carries_flags_and_env_forward():
+    sweep = load(base_config())
+    cb_small = sweep.variants["cb-small"]
+    # Parent flags carry forward, the child's own come after, null removes.
+    assert cb_small["flags"] == {
+        "device": "cpu",
+        "continuous-batching": True,
+        "cb-num-blocks": 64,
+    }
+    assert cb_small["env"] == {"B": "2"}
+    assert cb_small["chain"] == ["baseline", "cb", "cb-small"]
+    assert sweep.variants["cb"]["flags"]["dtype"] == "float32"
+    assert sweep.variants["cb"]["engine"] == "transformers"
+
+
+def test_defaults_are_filled():
+    sweep = load(base_config())
+    assert sweep.server["host"] == "127.0.0.1"
+    assert sweep.server["port"] == "auto"
+    assert sweep.benchmark["workload"]["output_tokens"] == 16
+    assert sweep.num_prompts(1) == 20  # min
+    assert sweep.num_prompts(256) == 256
+
+
+def test_num_prompts_rule():
+    config = base_config()
+    config["benchmark"]["num_prompts"] = {"per_level": 5, "min": 50, "max": 3000}
+    sweep = load(config)
+    assert [sweep.num_prompts(lv) for lv in (1, 10, 256, 1024)] == [50, 50, 1280, 3000]
+
+
+def test_synthetic_without_parameters_means_defaults():
+    config = base_config()
+    config["models"]["tiny"] = {"synthetic": None}
+    assert load(config).models["tiny"] == {"synthetic": {}}
+
+
+@pytest.mark.parametrize(
+    "mutate, key",
+    [
+        (lambda c: c["variants"]["cb"].update(extends="nope"), "variants.cb.extends"),
+        (lambda c: c["variants"]["baseline"].update(extends="cb-small"), "variants.baseline"),
+        (lambda c: c["variants"].pop("baseline") and c["variants"]["cb"].pop("extends"),
+         "variants"),
+        (lambda c: c["benchmark"].update(levels=[]), "benchmark.levels"),
+        (lambda c: c["benchmark"].update(levels=[0, 1]), "benchmark.levels[0]"),
+        (lambda c: c["benchmark"].update(levels=[-4]), "benchmark.levels[0]"),
+        (lambda c: c["benchmark"].update(levels=[1, 1]), "benchmark.levels"),
+        (lambda c: c.update(engine="tgi"), "engine"),
+        (lambda c: c["variants"]["cb"].update(engine="nope"), "variants.cb.engine"),
+        (lambda c: c.update(server={"port": 70000}), "server.port"),
+        (lambda c: c["stacks"]["cpu"].update(kind="nix"), "stacks.cpu.kind"),
+        (lambda c: c["stacks"]["cpu"].pop("requirements"), "stacks.cpu.requirements"),
+        (lambda c: c["models"].update(m={}), "models.m"),
+        (lambda c: c["models"].update(m={"hf": "org/name"}), "models.m.hf"),
+        (lambda c: c["models"].update(m={"path": "/x", "hf": "a/b@c"}), "models.m"),
+        (lambda c: c["benchmark"].update(repeats="three"), "benchmark.repeats"),
+        (lambda c: c["benchmark"].update(warmup=-1), "benchmark.warmup"),
+        (lambda c: c.update(typo=1), "(top level)"),
+        (lambda c: c["variants"]["cb"].update(flag={"x": 1}), "variants.cb"),
+        (lambda c: c["benchmark"].update(num_prompts={"min": 10, "max": 5}),
+         "benchmark.num_prompts"),
+    ],
+)
+def test_bad_config_gives_one_line_naming_the_key(mutate, key):
+    config = base_config()
+    mutate(config)
+    with pytest.raises(ConfigError) as err:
+        load(config)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"config: {key}"), message
+
+
+def test_cycle_is_named():
+    config = base_config()
+    config["variants"]["cb"]["extends"] = "cb-small"
+    with pytest.raises(ConfigError, match="cycle"):
+        load(config)
+
+
+def test_unreadable_and_invalid_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_file(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("stacks: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_file(bad)
+
+
+def test_spec_hash_is_stable_and_sensitive():
+    sweep = load(base_config())
+    spec = sweep.spec("cpu", "tiny", "cb")
+    again = load(yaml.safe_load(yaml.safe_dump(base_config()))).spec("cpu", "tiny", "cb")
+    assert spec_hash(spec) == spec_hash(again)
+    assert spec_json(spec) == spec_json(again)
+    assert len(spec_hash(spec)) == 12
+    # Editing one variant changes its hash and its children's, not its siblings'.
+    config = base_config()
+    config["variants"]["cb"]["flags"]["cb-block-size"] = 32
+    edited = load(config)
+    assert spec_hash(edited.spec("cpu", "tiny", "cb")) != spec_hash(spec)
+    assert spec_hash(edited.spec("cpu", "tiny", "cb-small")) != spec_hash(
+        sweep.spec("cpu", "tiny", "cb-small")
+    )
+    assert spec_hash(edited.spec("cpu", "tiny", "baseline")) == spec_hash(
+        sweep.spec("cpu", "tiny", "baseline")
+    )
+
+
+def test_spec_holds_the_launch_command():
+    spec = load(base_config()).spec("cpu", "tiny", "cb-small")
+    assert spec["command"] == [
+        "<stack>/bin/transformers", "serve", "<model>", "--host", "127.0.0.1",
+        "--port", "<port>", "--device", "cpu", "--continuous-batching",
+        "--cb-num-blocks", "64",
+    ]
+    assert spec["benchmark"]["num_prompts_per_level"] == {"1": 20, "4": 20}
+
+
+def test_flags_to_args():
+    args = flags_to_args({
+        "tp": 8,
+        "trust-remote-code": True,
+        "disable-thing": False,
+        "none": None,
+        "cuda-graph-bs": [1, 2, 4],
+        "speculative-config": {"k": 3},
+        "mem-fraction-static": 0.85,
+    })
+    assert args == [
+        "--tp", "8", "--trust-remote-code", "--cuda-graph-bs", "1", "2", "4",
+        "--speculative-config", '{"k":3}', "--mem-fraction-static", "0.85",
+    ]
+
+
+def test_config_is_not_mutated():
+    config = base_config()
+    snapshot = copy.deepcopy(config)
+    load(config)
+    assert config == snapshot
