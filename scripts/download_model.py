@@ -11,5 +11,7 @@ from servesweep.models import materialize  # noqa: E402
 sm = snakemake  # noqa: F821
 with job_logger(sm.log[0]) as log:
     manifest = materialize(sm.wildcards.model, dict(sm.params.source), Path(sm.output[0]).parent)
-    log(f"model {sm.wildcards.model!r}: {len(manifest['files'])} files, "
-        f"{manifest['total_bytes']} bytes at {manifest['path']}")
+    log(
+        f"model {sm.wildcards.model!r}: {len(manifest['files'])} files, "
+        f"{manifest['total_bytes']} bytes at {manifest['path']}"
+    )

@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import shlex
 import shutil
-import time
 from pathlib import Path
 
 from servesweep import CLIENT_VERSION
@@ -21,8 +20,14 @@ from servesweep.client import ClientSettings, generate_once, run_level
 from servesweep.config import spec_hash
 from servesweep.engines import get_engine
 from servesweep.failures import classify_exit, classify_log, log_tail, read_log
-from servesweep.server import BootFailure, ServerProcess, free_port, http_get, port_is_free, \
-    wait_ready
+from servesweep.server import (
+    BootFailure,
+    ServerProcess,
+    free_port,
+    http_get,
+    port_is_free,
+    wait_ready,
+)
 from servesweep.workload import load_tokenizer, random_prompts, sharegpt_prompts
 
 LOG_TAIL_LINES = 50
@@ -52,8 +57,9 @@ def make_prompts(spec: dict, tokenizer, level: int, repeat: int) -> list:
     n = bench["warmup"] + bench["num_prompts_per_level"][str(level)]
     seed = workload["seed"] * 1_000_003 + level * 101 + repeat
     if workload["kind"] == "sharegpt":
-        return sharegpt_prompts(Path(workload["path"]), tokenizer, n,
-                                workload.get("output_tokens"), seed)
+        return sharegpt_prompts(
+            Path(workload["path"]), tokenizer, n, workload.get("output_tokens"), seed
+        )
     return random_prompts(tokenizer, n, workload["input_tokens"], workload["output_tokens"], seed)
 
 
@@ -61,8 +67,14 @@ def not_run(level: int, repeat: int) -> dict:
     return {"level": level, "repeat": repeat, "status": "not_run", "cause": None}
 
 
-def run_cell(spec: dict, stack_manifest: dict, model_manifest: dict, out_dir: Path,
-             server_log: Path, log=print) -> dict:
+def run_cell(
+    spec: dict,
+    stack_manifest: dict,
+    model_manifest: dict,
+    out_dir: Path,
+    server_log: Path,
+    log=print,
+) -> dict:
     """Measure one cell; write out_dir/cell.json and out_dir/levels/*; return the cell."""
     out_dir = Path(out_dir)
     levels_dir = out_dir / "levels"
@@ -79,8 +91,9 @@ def run_cell(spec: dict, stack_manifest: dict, model_manifest: dict, out_dir: Pa
     port = free_port(host) if server_cfg["port"] == "auto" else int(server_cfg["port"])
     python = stack_manifest["python"]
     model_path = model_manifest["path"]
-    command = engine.command(python=python, model_path=model_path, host=host, port=port,
-                             flags=spec["flags"])
+    command = engine.command(
+        python=python, model_path=model_path, host=host, port=port, flags=spec["flags"]
+    )
     env = engine.env(spec["env"])
     plan = level_plan(spec)
     cell = {
@@ -109,8 +122,14 @@ def run_cell(spec: dict, stack_manifest: dict, model_manifest: dict, out_dir: Pa
 
     def fail(stage: str, cause: str, message: str, level=None, repeat=None) -> None:
         cell["status"] = "failed"
-        cell["failure"] = {"stage": stage, "cause": cause, "level": level, "repeat": repeat,
-                           "message": message, "log_tail": log_tail(server_log, LOG_TAIL_LINES)}
+        cell["failure"] = {
+            "stage": stage,
+            "cause": cause,
+            "level": level,
+            "repeat": repeat,
+            "message": message,
+            "log_tail": log_tail(server_log, LOG_TAIL_LINES),
+        }
         log(f"FAILED at {stage}{f' (level {level})' if level else ''}: {cause}: {message}")
 
     log(f"cell {cell['stack']}/{cell['model']}/{cell['variant']} spec {cell['spec_hash']}")
@@ -140,7 +159,10 @@ def run_cell(spec: dict, stack_manifest: dict, model_manifest: dict, out_dir: Pa
         try:
             cell["boot_s"] = round(
                 wait_ready(
-                    server, engine.health_path, engine.models_path, settings.model,
+                    server,
+                    engine.health_path,
+                    engine.models_path,
+                    settings.model,
                     server_cfg["boot_timeout_s"],
                     generate=lambda: asyncio.run(generate_once(settings, "Hello", 4)),
                     log=log,
@@ -148,8 +170,9 @@ def run_cell(spec: dict, stack_manifest: dict, model_manifest: dict, out_dir: Pa
                 3,
             )
             log(f"ready in {cell['boot_s']} s")
-            _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail,
-                        log)
+            _run_levels(
+                cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log
+            )
         except BootFailure as exc:
             fail("boot", exc.cause, exc.message)
         completed = True
@@ -158,12 +181,17 @@ def run_cell(spec: dict, stack_manifest: dict, model_manifest: dict, out_dir: Pa
         # interrupted cell is measured again next run.
         teardown = server.stop(grace_s=server_cfg["teardown_grace_s"])
         cell["teardown"] = teardown.as_dict()
-        log(f"teardown: {'clean' if teardown.clean else 'NOT clean'} in {teardown.seconds:.1f} s"
-            f"{' (needed SIGKILL)' if teardown.escalated else ''}")
+        log(
+            f"teardown: {'clean' if teardown.clean else 'NOT clean'} in {teardown.seconds:.1f} s"
+            f"{' (needed SIGKILL)' if teardown.escalated else ''}"
+        )
         if completed:
             if not teardown.clean and cell["status"] == "ok":
-                fail("teardown", "unknown",
-                     f"processes {teardown.leftover_pids} or port {port} still held after SIGKILL")
+                fail(
+                    "teardown",
+                    "unknown",
+                    f"processes {teardown.leftover_pids} or port {port} still held after SIGKILL",
+                )
             _finish(cell, out_dir)
     return cell
 
@@ -173,22 +201,39 @@ def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_di
         # Liveness before each level: a dead or silent server ends the cell here.
         if not server.alive():
             cause = classify_exit(server.returncode, read_log(server.log_path))
-            fail("level", cause, f"server exited with code {server.returncode} before level "
-                 f"{level}", level, repeat)
+            fail(
+                "level",
+                cause,
+                f"server exited with code {server.returncode} before level {level}",
+                level,
+                repeat,
+            )
             return
         status, _ = http_get(settings.base_url + engine.health_path, timeout_s=10)
         if status != 200:
-            fail("level", "hung", f"health check answered {status or 'nothing'} before level "
-                 f"{level}", level, repeat)
+            fail(
+                "level",
+                "hung",
+                f"health check answered {status or 'nothing'} before level {level}",
+                level,
+                repeat,
+            )
             return
         engine.flush_cache(settings.base_url)
         prompts = make_prompts(spec, tokenizer, level, repeat)
         name = f"L{level}_r{repeat}"
-        log(f"level {level} repeat {repeat}: {len(prompts)} requests "
-            f"({spec['benchmark']['warmup']} warmup), concurrency {level}")
+        log(
+            f"level {level} repeat {repeat}: {len(prompts)} requests "
+            f"({spec['benchmark']['warmup']} warmup), concurrency {level}"
+        )
         summary = run_level(
-            settings, prompts, concurrency=level, warmup=spec["benchmark"]["warmup"],
-            records_path=levels_dir / f"{name}.requests.jsonl", level=level, repeat=repeat,
+            settings,
+            prompts,
+            concurrency=level,
+            warmup=spec["benchmark"]["warmup"],
+            records_path=levels_dir / f"{name}.requests.jsonl",
+            level=level,
+            repeat=repeat,
             progress=lambda msg, lv=level: log(f"  [level {lv}] {msg}"),
             error_rate_threshold=spec["benchmark"]["error_rate_threshold"],
         )
@@ -202,8 +247,10 @@ def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_di
                 cause = classify_log(read_log(server.log_path))
                 if cause and summary.get("cause") in (None, "http_errors"):
                     summary["cause"] = cause
-                message = f"level {level}: {summary.get('cause')} " \
-                          f"({summary.get('failed', 0)} of {summary.get('num_prompts')} failed)"
+                message = (
+                    f"level {level}: {summary.get('cause')} "
+                    f"({summary.get('failed', 0)} of {summary.get('num_prompts')} failed)"
+                )
             summary["status"] = "failed"
             cell["levels"][index] = summary
             _write_json(levels_dir / f"{name}.json", summary)
@@ -211,9 +258,11 @@ def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_di
             return
         cell["levels"][index] = summary
         _write_json(levels_dir / f"{name}.json", summary)
-        log(f"level {level} repeat {repeat}: {summary.get('output_throughput', 0):.1f} output "
+        log(
+            f"level {level} repeat {repeat}: {summary.get('output_throughput', 0):.1f} output "
             f"tok/s, median TTFT {summary.get('median_ttft_ms', 0):.1f} ms, median TPOT "
-            f"{summary.get('median_tpot_ms') or 0:.1f} ms")
+            f"{summary.get('median_tpot_ms') or 0:.1f} ms"
+        )
 
 
 def _finish(cell: dict, out_dir: Path) -> dict:

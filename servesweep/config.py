@@ -73,8 +73,10 @@ def validate_schema(config: dict) -> None:
     message = best.message
     if best.validator == "additionalProperties":
         message = message.replace("Additional properties are not allowed", "unknown key")
-    elif best.validator in ("maxProperties", "minProperties") and best.path and (
-        best.path[0] == "models"
+    elif (
+        best.validator in ("maxProperties", "minProperties")
+        and best.path
+        and (best.path[0] == "models")
     ):
         message = "needs exactly one source kind: synthetic, hf or path"
     elif best.validator == "pattern" and list(best.path)[-1:] == ["hf"]:

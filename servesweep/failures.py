@@ -36,13 +36,24 @@ SIGNATURES: list[tuple[str, re.Pattern]] = [
             re.IGNORECASE,
         ),
     ),
-    ("nccl", re.compile(r"NCCL error|NCCL WARN|ncclInternalError|ncclUnhandledCudaError|"
-                        r"ncclSystemError|ncclRemoteError|ProcessGroupNCCL.*(?:timeout|error)",
-                        re.IGNORECASE)),
+    (
+        "nccl",
+        re.compile(
+            r"NCCL error|NCCL WARN|ncclInternalError|ncclUnhandledCudaError|"
+            r"ncclSystemError|ncclRemoteError|ProcessGroupNCCL.*(?:timeout|error)",
+            re.IGNORECASE,
+        ),
+    ),
     ("port_in_use", re.compile(r"address already in use|Errno 98\b", re.IGNORECASE)),
     ("import_error", re.compile(r"ModuleNotFoundError|ImportError|undefined symbol")),
-    ("cuda_error", re.compile(r"CUDA error|cudaError\w*|illegal memory access|"
-                              r"CUBLAS_STATUS_\w+|device-side assert", re.IGNORECASE)),
+    (
+        "cuda_error",
+        re.compile(
+            r"CUDA error|cudaError\w*|illegal memory access|"
+            r"CUBLAS_STATUS_\w+|device-side assert",
+            re.IGNORECASE,
+        ),
+    ),
     ("assertion", re.compile(r"AssertionError|Assertion `.*' failed")),
 ]
 

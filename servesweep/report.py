@@ -221,10 +221,10 @@ def _throughput_cell(r) -> dict:
     if not math.isnan(r["delta_pct"]):
         text += f" ({r['delta_pct']:+.1f} %)"
     sub = []
-    if r["verdict"]:
+    if isinstance(r["verdict"], str):  # None comes back as NaN from a DataFrame
         sub.append(f"{r['verdict']}; Δ CI {r['delta_lo']:+.1f} … {r['delta_hi']:+.1f} %")
     if r["n"] < r["repeats"]:
-        sub.append(f"{r['repeats'] - r['n']}/{r['repeats']} repeats failed")
+        sub.append(f"{r['n']} of {r['repeats']} repeats ok")
     return {
         "text": text,
         "sub": "; ".join(sub),

@@ -126,8 +126,15 @@ class Teardown:
 class ServerProcess:
     """One launched server: its process group, log and watchdog."""
 
-    def __init__(self, command: list[str], env: dict[str, str], log_path: Path, host: str,
-                 port: int, cwd: Path | None = None):
+    def __init__(
+        self,
+        command: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        host: str,
+        port: int,
+        cwd: Path | None = None,
+    ):
         self.command = command
         self.host = host
         self.port = port
@@ -147,8 +154,14 @@ class ServerProcess:
         self.pgid = self.proc.pid  # the leader of a new session leads its group
         self._known = {self.proc.pid}
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-m", "servesweep.watchdog", str(os.getpid()), str(self.pgid),
-             str(self.proc.pid)],
+            [
+                sys.executable,
+                "-m",
+                "servesweep.watchdog",
+                str(os.getpid()),
+                str(self.pgid),
+                str(self.proc.pid),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -289,8 +302,15 @@ def model_listed(body: bytes, model_name: str | None) -> bool:
     return model_name in ids
 
 
-def wait_ready(server: ServerProcess, health_path: str, models_path: str | None,
-               model_name: str | None, timeout_s: float, generate, log=print) -> float:
+def wait_ready(
+    server: ServerProcess,
+    health_path: str,
+    models_path: str | None,
+    model_name: str | None,
+    timeout_s: float,
+    generate,
+    log=print,
+) -> float:
     """Poll until alive + health + model listed + one real generation; return seconds.
 
     `generate()` performs one real short generation and raises on failure. Raises
@@ -309,9 +329,9 @@ def wait_ready(server: ServerProcess, health_path: str, models_path: str | None,
             cause = classify_exit(code, read_log(server.log_path), default="died")
             raise BootFailure(cause, f"server exited with code {code} during boot ({stage})")
         if time.monotonic() >= deadline:
+            detail = f"{stage}: {last_error}" if last_error else stage
             raise BootFailure(
-                "boot_timeout",
-                f"not ready after {timeout_s:g} s (last check: {stage}{': ' + last_error if last_error else ''})",
+                "boot_timeout", f"not ready after {timeout_s:g} s (last check: {detail})"
             )
         status, _ = http_get(server.base_url + health_path, timeout_s=min(5.0, timeout_s))
         if status == 200:

@@ -59,19 +59,26 @@ def torch_facts():
 
 
 def gpus():
-    out = run(["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version",
-               "--format=csv,noheader,nounits"])
+    out = run(
+        [
+            "nvidia-smi",
+            "--query-gpu=index,name,memory.total,driver_version",
+            "--format=csv,noheader,nounits",
+        ]
+    )
     if not out:
         return None, None
     rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
-    gpu_list = [{"index": int(r[0]), "name": r[1], "memory_total_mib": int(float(r[2]))}
-                for r in rows]
+    gpu_list = [
+        {"index": int(r[0]), "name": r[1], "memory_total_mib": int(float(r[2]))} for r in rows
+    ]
     return gpu_list, rows[0][3] if rows else None
 
 
 def main():
-    freeze = sorted(f"{d.metadata['Name']}=={d.version}" for d in md.distributions()
-                    if d.metadata["Name"])
+    freeze = sorted(
+        f"{d.metadata['Name']}=={d.version}" for d in md.distributions() if d.metadata["Name"]
+    )
     gpu_list, driver = gpus()
     nvcc = run(["nvcc", "--version"])
     facts = {

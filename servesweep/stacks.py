@@ -27,8 +27,13 @@ def _run_logged(cmd: list[str], log, env: dict | None = None) -> None:
     """Run a command, streaming its output to `log` line by line (build progress)."""
     log(f"$ {' '.join(cmd)}")
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     assert proc.stdout is not None
     tail: list[str] = []
     for line in proc.stdout:
@@ -66,20 +71,32 @@ def build_venv(name: str, stack: dict, dest: Path, log=print) -> tuple[Path, str
         links = os.environ.get("PIP_FIND_LINKS", "").split()
         for link in links:
             extra += ["--find-links", link]
-        _run_logged(["uv", "pip", "install", "--python", str(python), "-r", str(requirements),
-                     *extra], log)
+        _run_logged(
+            ["uv", "pip", "install", "--python", str(python), "-r", str(requirements), *extra], log
+        )
     else:
         _run_logged([base, "-m", "venv", str(venv)], log)
-        _run_logged([str(python), "-m", "pip", "install", "--progress-bar", "off",
-                     "-r", str(requirements), *extra], log)
+        _run_logged(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--progress-bar",
+                "off",
+                "-r",
+                str(requirements),
+                *extra,
+            ],
+            log,
+        )
     return python, installer
 
 
 def probe(python: str | Path) -> dict:
     """Facts about an interpreter, gathered by running it."""
     try:
-        out = subprocess.run([str(python), str(PROBE)], capture_output=True, text=True,
-                             timeout=300)
+        out = subprocess.run([str(python), str(PROBE)], capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise StackError(f"cannot run {python}: {exc}") from None
     if out.returncode != 0:
@@ -117,6 +134,8 @@ def setup_stack(name: str, stack: dict, dest: Path, log=print) -> dict:
     tmp = dest / "manifest.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     tmp.replace(dest / "manifest.json")
-    log(f"stack {name!r} ready in {manifest['build_s']} s: python {manifest['python_version']}, "
-        f"torch {manifest['torch']}, transformers {manifest['transformers']}")
+    log(
+        f"stack {name!r} ready in {manifest['build_s']} s: python {manifest['python_version']}, "
+        f"torch {manifest['torch']}, transformers {manifest['transformers']}"
+    )
     return manifest

@@ -78,8 +78,10 @@ def test_synthetic_without_parameters_means_defaults():
     [
         (lambda c: c["variants"]["cb"].update(extends="nope"), "variants.cb.extends"),
         (lambda c: c["variants"]["baseline"].update(extends="cb-small"), "variants.baseline"),
-        (lambda c: c["variants"].pop("baseline") and c["variants"]["cb"].pop("extends"),
-         "variants"),
+        (
+            lambda c: c["variants"].pop("baseline") and c["variants"]["cb"].pop("extends"),
+            "variants",
+        ),
         (lambda c: c["benchmark"].update(levels=[]), "benchmark.levels"),
         (lambda c: c["benchmark"].update(levels=[0, 1]), "benchmark.levels[0]"),
         (lambda c: c["benchmark"].update(levels=[-4]), "benchmark.levels[0]"),
@@ -96,8 +98,10 @@ def test_synthetic_without_parameters_means_defaults():
         (lambda c: c["benchmark"].update(warmup=-1), "benchmark.warmup"),
         (lambda c: c.update(typo=1), "(top level)"),
         (lambda c: c["variants"]["cb"].update(flag={"x": 1}), "variants.cb"),
-        (lambda c: c["benchmark"].update(num_prompts={"min": 10, "max": 5}),
-         "benchmark.num_prompts"),
+        (
+            lambda c: c["benchmark"].update(num_prompts={"min": 10, "max": 5}),
+            "benchmark.num_prompts",
+        ),
     ],
 )
 def test_bad_config_gives_one_line_naming_the_key(mutate, key):
@@ -149,26 +153,46 @@ def test_spec_hash_is_stable_and_sensitive():
 def test_spec_holds_the_launch_command():
     spec = load(base_config()).spec("cpu", "tiny", "cb-small")
     assert spec["command"] == [
-        "<stack>/bin/transformers", "serve", "<model>", "--host", "127.0.0.1",
-        "--port", "<port>", "--device", "cpu", "--continuous-batching",
-        "--cb-num-blocks", "64",
+        "<stack>/bin/transformers",
+        "serve",
+        "<model>",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "<port>",
+        "--device",
+        "cpu",
+        "--continuous-batching",
+        "--cb-num-blocks",
+        "64",
     ]
     assert spec["benchmark"]["num_prompts_per_level"] == {"1": 20, "4": 20}
 
 
 def test_flags_to_args():
-    args = flags_to_args({
-        "tp": 8,
-        "trust-remote-code": True,
-        "disable-thing": False,
-        "none": None,
-        "cuda-graph-bs": [1, 2, 4],
-        "speculative-config": {"k": 3},
-        "mem-fraction-static": 0.85,
-    })
+    args = flags_to_args(
+        {
+            "tp": 8,
+            "trust-remote-code": True,
+            "disable-thing": False,
+            "none": None,
+            "cuda-graph-bs": [1, 2, 4],
+            "speculative-config": {"k": 3},
+            "mem-fraction-static": 0.85,
+        }
+    )
     assert args == [
-        "--tp", "8", "--trust-remote-code", "--cuda-graph-bs", "1", "2", "4",
-        "--speculative-config", '{"k":3}', "--mem-fraction-static", "0.85",
+        "--tp",
+        "8",
+        "--trust-remote-code",
+        "--cuda-graph-bs",
+        "1",
+        "2",
+        "4",
+        "--speculative-config",
+        '{"k":3}',
+        "--mem-fraction-static",
+        "0.85",
     ]
 
 

@@ -58,16 +58,23 @@ def launch(tmp_path, mode):
     port = free_port()
     script = tmp_path / "server.py"
     script.write_text(SERVER)
-    server = ServerProcess([sys.executable, str(script), str(port), mode], {},
-                           tmp_path / "server.log", "127.0.0.1", port)
+    server = ServerProcess(
+        [sys.executable, str(script), str(port), mode],
+        {},
+        tmp_path / "server.log",
+        "127.0.0.1",
+        port,
+    )
     return server
 
 
 def assert_gone(server, pids):
     assert not group_members(server.pgid)
     for pid in pids:
-        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(
-            ")")[1].split()[0] == "Z"
+        assert (
+            not os.path.exists(f"/proc/{pid}")
+            or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
+        )
     assert port_is_free("127.0.0.1", server.port)
 
 
@@ -75,7 +82,9 @@ def test_ready_then_clean_teardown(tmp_path):
     server = launch(tmp_path, "ok")
     calls = []
     try:
-        boot = wait_ready(server, "/health", "/v1/models", "m", 20, generate=lambda: calls.append(1))
+        boot = wait_ready(
+            server, "/health", "/v1/models", "m", 20, generate=lambda: calls.append(1)
+        )
         assert boot > 0 and calls == [1]
     finally:
         result = server.stop(grace_s=5)
@@ -149,8 +158,9 @@ def test_watchdog_ends_the_group_when_the_owner_is_killed(tmp_path):
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdout=subprocess.PIPE,
-                             text=True, env=env)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True, env=env
+    )
     pgid = int(owner.stdout.readline())
     deadline = time.monotonic() + 10
     while len(group_members(pgid)) < 3 and time.monotonic() < deadline:
@@ -168,13 +178,19 @@ def test_watchdog_ends_the_group_when_the_owner_is_killed(tmp_path):
     "line, cause",
     [
         ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB", "oom"),
-        ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
-         "ProcessGroupNCCL.cpp:1970, unhandled cuda error", "nccl"),
+        (
+            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+            "ProcessGroupNCCL.cpp:1970, unhandled cuda error",
+            "nccl",
+        ),
         ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_error"),
         ("AssertionError: Prefill batch size mismatch", "assertion"),
         ("ModuleNotFoundError: No module named 'sgl_kernel'", "import_error"),
-        ("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): "
-         "address already in use", "port_in_use"),
+        (
+            "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): "
+            "address already in use",
+            "port_in_use",
+        ),
         ("INFO:     Uvicorn running on http://127.0.0.1:8000", None),
     ],
 )

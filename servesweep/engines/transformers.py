@@ -16,7 +16,16 @@ class TransformersEngine(Engine):
         # The console script beside the stack's interpreter, so the stack's own
         # transformers runs (never the workflow's).
         cli = str(Path(python).parent / "transformers")
-        return [cli, "serve", model_path, "--host", host, "--port", str(port), *flags_to_args(flags)]
+        return [
+            cli,
+            "serve",
+            model_path,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *flags_to_args(flags),
+        ]
 
     def request_extras(self) -> dict:
         # It rejects unknown fields such as ignore_eos with HTTP 422; fixed output

@@ -1,0 +1,221 @@
+"""The real workflow with real Snakemake: dry runs, lint, format, bad configs, and the
+whole chain end to end with the real `transformers serve` on a small workload."""
+
+import csv
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import TINY_MODEL
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+
+
+def planned_jobs(result: subprocess.CompletedProcess) -> list[tuple[str, dict]]:
+    """(rule, wildcards) of each job a dry run plans."""
+    jobs = []
+    for block in re.split(r"\n(?=rule \w+:)", result.stdout):
+        rule = re.match(r"rule (\w+):", block)
+        if not rule:
+            continue
+        wildcards = re.search(r"wildcards: (.*)", block)
+        pairs = dict(p.split("=", 1) for p in wildcards.group(1).split(", ")) if wildcards else {}
+        jobs.append((rule.group(1), pairs))
+    return jobs
+
+
+def write_config(workdir: Path, config: dict) -> Path:
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def test_default_config_dry_run_plans_the_whole_chain(tmp_path):
+    shutil.copytree(ROOT / "envs", tmp_path / "envs")
+    result = snakemake(
+        tmp_path, "-n", "--cores", "1", "--configfile", str(ROOT / "config" / "config.yaml")
+    )
+    assert result.returncode == 0, result.stderr
+    rules = sorted(rule for rule, _ in planned_jobs(result))
+    assert rules == sorted(
+        ["setup_env", "download_model", "run_cell", "run_cell", "collect", "report", "all"]
+    )
+
+
+def test_lint_is_clean():
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--lint"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Lints for" not in result.stdout + result.stderr
+
+
+def test_snakefmt_is_clean():
+    snakefmt = shutil.which("snakefmt") or str(Path(sys.executable).parent / "snakefmt")
+    result = subprocess.run(
+        [snakefmt, "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda c: c["variants"]["continuous-batching"].update(extends="nope"),
+            "config: variants.continuous-batching.extends: unknown variant 'nope'",
+        ),
+        (
+            lambda c: c["benchmark"].update(levels=[1, 1]),
+            "config: benchmark.levels: [1, 1] has non-unique elements",
+        ),
+        (
+            lambda c: (
+                c["variants"].pop("baseline")
+                and c["variants"]["continuous-batching"].pop("extends")
+            ),
+            "config: variants: missing 'baseline'",
+        ),
+    ],
+)
+def test_bad_config_stops_before_any_job(tmp_path, edit, message):
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    edit(config)
+    result = snakemake(
+        tmp_path, "-n", "--cores", "1", "--configfile", str(write_config(tmp_path, config))
+    )
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not (tmp_path / "resources").exists()
+
+
+def test_config_lines(tmp_path):
+    """Bad configs are refused with exactly one line naming the key."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["server"]["port"] = "eighty"
+    result = snakemake(
+        tmp_path, "-n", "--cores", "1", "--configfile", str(write_config(tmp_path, config))
+    )
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("config: ")]
+    assert lines == [
+        "config: server.port: 'eighty' is not valid under any of the given schemas"
+    ] or (len(lines) == 1 and lines[0].startswith("config: server.port")), result.stderr
+
+
+def leftover_processes(marker: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+@pytest.mark.workflow
+@pytest.mark.engine
+def test_end_to_end_with_transformers_serve(tmp_path, cpu_stack):
+    config = {
+        "stacks": {"cpu": {"kind": "existing", "python": cpu_stack["python"]}},
+        "models": {"tiny": TINY_MODEL},
+        "engine": "transformers",
+        "server": {"boot_timeout_s": 240},
+        "variants": {
+            "baseline": {"flags": {"device": "cpu"}},
+            "continuous-batching": {
+                "extends": "baseline",
+                "flags": {
+                    "continuous-batching": True,
+                    "cb-num-blocks": 256,
+                    "cb-block-size": 32,
+                    "cb-max-batch-tokens": 1024,
+                },
+            },
+        },
+        "benchmark": {
+            "levels": [1, 4, 16],
+            "warmup": 1,
+            "num_prompts": {"per_level": 1, "min": 8},
+            "workload": {"kind": "random", "input_tokens": 16, "output_tokens": 8, "seed": 3},
+            "stall_timeout_s": 60,
+        },
+    }
+    config_path = write_config(tmp_path, config)
+    run = snakemake(
+        tmp_path, "--cores", "1", "--configfile", str(config_path), "results/report.html"
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert not leftover_processes(str(tmp_path / "resources" / "models")), "server left behind"
+
+    with open(tmp_path / "results" / "summary.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 3
+    assert {r["status"] for r in rows} == {"ok"}, [(r["variant"], r["failure_cause"]) for r in rows]
+    for row in rows:
+        assert int(row["completed"]) == 8
+        assert int(row["total_output_tokens"]) == 8 * 8  # the synthetic model never stops early
+        assert float(row["output_throughput"]) > 0
+        assert row["stack_torch"].startswith("2.13.0")
+    speed = {(r["variant"], int(r["level"])): float(r["output_throughput"]) for r in rows}
+    # Continuous batching serves 16 streams together; the baseline serves one at a time.
+    assert speed[("continuous-batching", 16)] > 1.2 * speed[("baseline", 16)], speed
+
+    html = (tmp_path / "results" / "report.html").read_text()
+    assert "synthetic" in html and "continuous-batching" in html
+    assert "data:image/png;base64," in html
+    assert "--continuous-batching" in html
+
+    for variant in ("baseline", "continuous-batching"):
+        cell_dir = tmp_path / "results" / "cells" / "cpu" / "tiny" / variant
+        assert sorted(p.name for p in (cell_dir / "levels").glob("*.json")) == [
+            "L16_r0.json",
+            "L1_r0.json",
+            "L4_r0.json",
+        ]
+        assert (cell_dir / "server.log").stat().st_size > 0
+
+    # Only what changed reruns.
+    dry = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", str(config_path))
+    assert dry.returncode == 0
+    assert planned_jobs(dry) == [], dry.stdout
+
+    config["variants"]["continuous-batching"]["flags"]["cb-block-size"] = 16
+    dry = snakemake(
+        tmp_path, "-n", "--cores", "1", "--configfile", str(write_config(tmp_path, config))
+    )
+    jobs = planned_jobs(dry)
+    assert sorted(rule for rule, _ in jobs) == ["all", "collect", "report", "run_cell"], dry.stdout
+    assert [w["variant"] for rule, w in jobs if rule == "run_cell"] == ["continuous-batching"]
+
+    config["benchmark"]["levels"].append(32)
+    dry = snakemake(
+        tmp_path, "-n", "--cores", "1", "--configfile", str(write_config(tmp_path, config))
+    )
+    cells = sorted(w["variant"] for rule, w in planned_jobs(dry) if rule == "run_cell")
+    assert cells == ["baseline", "continuous-batching"]
