@@ -17,6 +17,7 @@ import shutil
 import sys
 import sysconfig
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -75,14 +76,14 @@ def materialize(name: str, source: dict, dest: Path) -> dict:
     start = time.perf_counter()
     kind, value = parse_source(name, source)
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
     extra = {}
+    if kind == "path":
+        path = resolve_path(name, value)
+    dest.mkdir(parents=True, exist_ok=True)
     if kind == "synthetic":
         path, extra = build_synthetic(name, value, dest / "files")
     elif kind == "hf":
-        path = download_hf(name, value, dest / "files")
-    else:
-        path = resolve_path(name, value)
+        path = download_hf(name, *value, dest / "files")
     files = file_list(path)
     manifest = {
         "model": name,
@@ -103,8 +104,7 @@ def parse_source(name: str, source) -> tuple[str, object]:
     if not isinstance(source, dict) or len(source) != 1:
         keys = sorted(source) if isinstance(source, dict) else type(source).__name__
         raise ModelSourceError(
-            f"model {name!r}: source must have exactly one of {', '.join(SOURCE_KINDS)}; "
-            f"got {keys}"
+            f"model {name!r}: source must have exactly one of {', '.join(SOURCE_KINDS)}; got {keys}"
         )
     ((kind, value),) = source.items()
     if kind not in SOURCE_KINDS:
@@ -116,6 +116,15 @@ def parse_source(name: str, source) -> tuple[str, object]:
         raise ModelSourceError(f"model {name!r}: 'synthetic' takes a mapping of parameters")
     if kind in ("hf", "path") and (not isinstance(value, str) or not value):
         raise ModelSourceError(f"model {name!r}: {kind!r} takes a non-empty string")
+    if kind == "hf":
+        # A pinned revision, so a rerun months later measures the same weights.
+        repo_id, sep, revision = value.partition("@")
+        if not (repo_id and sep and revision):
+            raise ModelSourceError(
+                f"model {name!r}: hf source {value!r} must be 'org/name@revision' "
+                "(a pinned revision, e.g. a commit hash)"
+            )
+        value = (repo_id, revision)
     return kind, value
 
 
@@ -134,13 +143,7 @@ def resolve_path(name: str, value: str) -> Path:
 # --- hf ---------------------------------------------------------------------------
 
 
-def download_hf(name: str, value: str, files_dir: Path) -> Path:
-    repo_id, sep, revision = value.partition("@")
-    if not sep or not revision or not repo_id:
-        raise ModelSourceError(
-            f"model {name!r}: hf source {value!r} needs a pinned revision, e.g. "
-            f"'{repo_id or 'org/name'}@<commit>'"
-        )
+def download_hf(name: str, repo_id: str, revision: str, files_dir: Path) -> Path:
     fetch = f"{repo_id}@{revision}"
     try:
         import huggingface_hub  # optional dependency, so imported only when needed
@@ -152,15 +155,18 @@ def download_hf(name: str, value: str, files_dir: Path) -> Path:
     try:
         huggingface_hub.snapshot_download(repo_id, revision=revision, local_dir=files_dir)
     except Exception as exc:
-        # Reachable hub, wrong name or revision: say so rather than blame the network.
-        kind = type(exc).__name__
-        if kind in ("RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError"):
-            raise ModelSourceError(
-                f"model {name!r}: the Hugging Face Hub refused {fetch} ({_short(exc)})"
-            ) from None
+        # Matched by class name so that neither the hub's nor its HTTP library's exception
+        # classes need importing; offline mode and DNS failures end as LocalEntryNotFound.
+        names = " ".join(cls.__name__ for cls in type(exc).__mro__)
+        if any(k in names for k in ("RepositoryNotFound", "RevisionNotFound", "GatedRepo")):
+            problem = "the Hugging Face Hub refused"
+        elif any(k in names for k in ("Connect", "Timeout", "Offline", "LocalEntry", "HTTP")):
+            problem = "cannot reach the Hugging Face Hub to fetch"
+        else:
+            problem = "failed to fetch"
         raise ModelSourceError(
-            f"model {name!r}: cannot reach the Hugging Face Hub to fetch {fetch} "
-            f"({_short(exc)}); download it elsewhere and use 'path:'"
+            f"model {name!r}: {problem} {fetch} ({_short(exc)}); "
+            "download it elsewhere and use 'path:'"
         ) from None
     return files_dir.resolve()
 
@@ -355,7 +361,8 @@ def model_config(p: dict, ids: dict) -> dict:
 def weight_shapes(p: dict) -> dict[str, tuple[int, ...]]:
     """Checkpoint key -> shape ([out, in]) in Hugging Face's Qwen3-MoE naming."""
     V, H, hd = p["vocab_size"], p["hidden_size"], p["head_dim"]
-    nh, nkv, E, I = p["num_heads"], p["num_kv_heads"], p["num_experts"], p["moe_intermediate_size"]
+    nh, nkv, E = p["num_heads"], p["num_kv_heads"], p["num_experts"]
+    inter = p["moe_intermediate_size"]
     shapes = {
         "model.embed_tokens.weight": (V, H),
         "model.norm.weight": (H,),
@@ -378,13 +385,13 @@ def weight_shapes(p: dict) -> dict[str, tuple[int, ...]]:
         )
         for j in range(E):
             ex = f"{pre}mlp.experts.{j}."
-            shapes[ex + "gate_proj.weight"] = (I, H)
-            shapes[ex + "up_proj.weight"] = (I, H)
-            shapes[ex + "down_proj.weight"] = (H, I)
+            shapes[ex + "gate_proj.weight"] = (inter, H)
+            shapes[ex + "up_proj.weight"] = (inter, H)
+            shapes[ex + "down_proj.weight"] = (H, inter)
     return shapes
 
 
-def synthetic_weights(p: dict, quiet_ids: list[int] = ()) -> dict[str, np.ndarray]:
+def synthetic_weights(p: dict, quiet_ids: Sequence[int] = ()) -> dict[str, np.ndarray]:
     """Norms 1.0, everything else normal(0, 0.02), drawn in a fixed key order from `seed`."""
     rng = np.random.default_rng(p["seed"])
     weights = {}
