@@ -85,14 +85,19 @@ def run_cell(
     server_log.parent.mkdir(parents=True, exist_ok=True)
     server_log.write_bytes(b"")
 
-    engine = get_engine(spec["engine"])
+    engine = get_engine(spec["engine"], spec.get("engine_options"))
     server_cfg = spec["server"]
     host = server_cfg["host"]
     port = free_port(host) if server_cfg["port"] == "auto" else int(server_cfg["port"])
     python = stack_manifest["python"]
     model_path = model_manifest["path"]
     command = engine.command(
-        python=python, model_path=model_path, host=host, port=port, flags=spec["flags"]
+        python=python,
+        model_path=model_path,
+        host=host,
+        port=port,
+        flags=spec["flags"],
+        gpus=spec["gpus"],
     )
     env = engine.env(spec["env"])
     plan = level_plan(spec)

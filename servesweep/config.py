@@ -43,6 +43,10 @@ BENCHMARK_DEFAULTS = {
 }
 
 
+# Variant keys that configure the engine adapter rather than the server's flags.
+ENGINE_OPTION_KEYS = ("command", "health_path", "models_path", "model_name")
+
+
 class ConfigError(ValueError):
     """A bad configuration; the message is one line naming the key."""
 
@@ -113,13 +117,23 @@ def resolve_variants(variants: dict, default_engine: str) -> dict:
                 f"(known: {', '.join(sorted(variants))})"
             )
         if parent_name is None:
-            base = {"engine": default_engine, "flags": {}, "env": {}, "gpus": None, "chain": []}
+            base = {
+                "engine": default_engine,
+                "engine_options": {},
+                "flags": {},
+                "env": {},
+                "gpus": None,
+                "chain": [],
+            }
         else:
             base = resolve(parent_name, (*chain, name))
         flags = {**base["flags"], **own.get("flags", {})}
         env = {**base["env"], **own.get("env", {})}
+        options = {**base["engine_options"]}
+        options.update({k: own[k] for k in ENGINE_OPTION_KEYS if k in own})
         result = {
             "engine": own.get("engine", base["engine"]),
+            "engine_options": options,
             "flags": {k: v for k, v in flags.items() if v is not None},
             "env": {k: str(v) for k, v in env.items() if v is not None},
             "gpus": own.get("gpus", base["gpus"]),
@@ -162,13 +176,14 @@ class Sweep:
         model directory, port) appear as placeholders; the stack manifest and the
         model files are tracked by Snakemake as inputs instead."""
         v = self.variants[variant]
-        engine = get_engine(v["engine"])
+        engine = get_engine(v["engine"], v["engine_options"])
         command = engine.command(
             python="<stack>/bin/python",
             model_path="<model>",
             host=self.server["host"],
             port="<port>",
             flags=v["flags"],
+            gpus=self.gpus(variant),
         )
         levels = self.benchmark["levels"]
         return {
@@ -177,6 +192,7 @@ class Sweep:
             "variant": variant,
             "extends_chain": v["chain"],
             "engine": v["engine"],
+            "engine_options": v["engine_options"],
             "flags": v["flags"],
             "command": command,
             "env": v["env"],
@@ -221,6 +237,10 @@ def check_semantics(config: dict) -> None:
                 f"config: variants.{name}.engine: unknown engine {engine!r} "
                 f"(known: {', '.join(ENGINES)})"
             )
+    resolved = resolve_variants(variants, default_engine)
+    for name, variant in resolved.items():
+        if variant["engine"] == "command" and not variant["engine_options"].get("command"):
+            raise ConfigError(f"config: variants.{name}.command: required for engine 'command'")
     for name, stack in config["stacks"].items():
         if stack["kind"] == "venv" and "requirements" not in stack:
             raise ConfigError(f"config: stacks.{name}.requirements: required for kind venv")

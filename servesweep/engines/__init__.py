@@ -5,16 +5,18 @@ Add an engine by subclassing `Engine` in its own module and registering it in EN
 """
 
 from servesweep.engines.base import Engine, flags_to_args
+from servesweep.engines.command import CommandEngine
 from servesweep.engines.transformers import TransformersEngine
 
 ENGINES: dict[str, type[Engine]] = {
     "transformers": TransformersEngine,
+    "command": CommandEngine,
 }
 
 
-def get_engine(name: str) -> Engine:
+def get_engine(name: str, options: dict | None = None) -> Engine:
     try:
-        return ENGINES[name]()
+        return ENGINES[name](options)
     except KeyError:
         raise ValueError(f"unknown engine {name!r} (known: {', '.join(ENGINES)})") from None
 

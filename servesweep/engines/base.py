@@ -43,7 +43,17 @@ class Engine:
     models_path = "/v1/models"
     metrics_path: str | None = None  # Prometheus endpoint, where the engine has one
 
-    def command(self, python: str, model_path: str, host: str, port, flags: dict) -> list[str]:
+    def __init__(self, options: dict | None = None):
+        # Per-variant engine options (e.g. the `command` engine's template).
+        self.options = dict(options or {})
+        if self.options.get("health_path"):
+            self.health_path = self.options["health_path"]
+        if "models_path" in self.options:
+            self.models_path = self.options["models_path"]
+
+    def command(
+        self, python: str, model_path: str, host: str, port, flags: dict, gpus: int = 0
+    ) -> list[str]:
         raise NotImplementedError
 
     def env(self, variant_env: dict) -> dict[str, str]:

@@ -12,7 +12,9 @@ class TransformersEngine(Engine):
     # No /metrics and no prefix cache to flush (measured with transformers 5.24).
     metrics_path = None
 
-    def command(self, python: str, model_path: str, host: str, port, flags: dict) -> list[str]:
+    def command(
+        self, python: str, model_path: str, host: str, port, flags: dict, gpus: int = 0
+    ) -> list[str]:
         # The console script beside the stack's interpreter, so the stack's own
         # transformers runs (never the workflow's).
         cli = str(Path(python).parent / "transformers")
