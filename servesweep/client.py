@@ -1,15 +1,17 @@
 """Streaming benchmark client for OpenAI-compatible servers (DESIGN.md §5, docs/metrics.md).
 
 The timing path is kept lean: each request reads its raw byte stream in a tight loop and
-appends (perf_counter_ns, bytes) per read. SSE parsing happens once the request is over,
-and every event is stamped with the arrival time of the read that completed it.
-Retokenization waits until the whole level is over.
+appends (perf_counter_ns, bytes) per read. SSE parsing and retokenization wait until the
+level is over (up to DEFER_BUDGET_BYTES of raw bytes; past that a stream is parsed as soon as
+its request ends), and every event is stamped with the arrival of the read that completed it.
+One process for now; run_requests is the unit a multi-process client would hand each worker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import json
 import resource
 import time
@@ -25,8 +27,10 @@ from servesweep.workload import Prompt
 PROGRESS_EVERY_S = 5.0
 TICK_S = 0.01  # loop-lag ticker period; also how often stalls are checked
 READ_BUFSIZE = 1 << 20
+DEFER_BUDGET_BYTES = 512 << 20  # raw stream bytes kept for parsing after the level
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _SSE_FIELDS = (b"event:", b"id:", b"retry:")
+_json_decode = json.JSONDecoder().decode  # skips json.loads' per-call encoding sniffing
 
 
 @dataclass
@@ -104,6 +108,8 @@ def sse_events(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
 
 
 def _event_data(block: bytes) -> bytes | None:
+    if block.startswith(b"data: ") and b"\n" not in block:  # the usual one-line event
+        return block[6:]
     data = []
     for line in block.split(b"\n"):
         if line.startswith(b"data:"):
@@ -139,7 +145,7 @@ def parse_stream(reads: list[tuple[int, bytes]]) -> Stream:
                 s.finished = True
                 continue
             try:
-                obj = json.loads(data)
+                obj = _json_decode(data.decode())
             except ValueError as exc:
                 raise BadStream(f"not JSON: {data[:80]!r}") from exc
             if not isinstance(obj, dict):
@@ -180,7 +186,8 @@ class _State:
         self.inflight = 0
         self.done = 0
         self.errors = 0
-        self.tokens = 0
+        self.events = 0  # SSE events received by finished requests
+        self.deferred_bytes = 0
         self.last_progress_ns = time.perf_counter_ns()
         self.stalled = False
         self.max_lag_s = 0.0
@@ -240,22 +247,31 @@ async def _send(session, url: str, payload: bytes, raw: dict, state: _State) -> 
             state.last_progress_ns = now
 
 
-def _digest(raw: dict, state: _State) -> None:
-    """Parse a finished request's stream and drop its raw bytes."""
-    reads = raw.pop("reads")
-    if raw["error"] is None:
-        s = parse_stream(reads)
-        raw["stream"] = s
-        if s.error:
-            raw["error"], raw["detail"] = s.error, s.detail
-        elif not s.chunk_ns:
-            # A stream that finished properly but said nothing vs one that just ended.
-            raw["error"] = "empty" if s.finished else "disconnect"
-        else:
-            state.tokens += s.completion_tokens or len(s.chunk_ns)
+def _finish(raw: dict, state: _State) -> None:
+    """Book a finished request. Its stream is parsed after the level, while the memory budget
+    lasts, so parsing does not compete with the timing of the requests still in flight."""
     state.done += 1
-    if raw["error"]:
+    if raw["error"] is not None:
         state.errors += 1
+        raw.pop("reads")
+        return
+    reads = raw["reads"]
+    state.events += sum(data.count(b"\n\n") for _, data in reads)
+    if state.deferred_bytes < DEFER_BUDGET_BYTES:
+        state.deferred_bytes += sum(len(data) for _, data in reads) + 100 * len(reads)
+    else:
+        _parse(raw)
+
+
+def _parse(raw: dict) -> None:
+    """Parse a request's stream and drop its raw bytes; stream faults become its error."""
+    s = parse_stream(raw.pop("reads"))
+    raw["stream"] = s
+    if s.error:
+        raw["error"], raw["detail"] = s.error, s.detail
+    elif not s.chunk_ns:
+        # A stream that finished properly but said nothing vs one that just ended.
+        raw["error"] = "empty" if s.finished else "disconnect"
 
 
 async def run_requests(
@@ -278,7 +294,7 @@ async def run_requests(
             raw = {"index": index, "warmup": warmup, "prompt": prompt}
             sink.append(raw)
             await _send(session, url, payload.encode(), raw, state)
-            _digest(raw, state)
+            _finish(raw, state)
 
     state.tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(jobs)))]
     results = await asyncio.gather(*state.tasks, return_exceptions=True)
@@ -291,7 +307,7 @@ async def _monitor(state: _State, stall_timeout_s: float, progress, label: str) 
     """Measures event-loop lag, aborts the level on a stall, reports progress."""
     stall_ns = int(stall_timeout_s * 1e9)
     last_report = time.perf_counter()
-    last_tokens = 0
+    last_events = 0
     while True:
         before = time.perf_counter()
         await asyncio.sleep(TICK_S)
@@ -308,12 +324,13 @@ async def _monitor(state: _State, stall_timeout_s: float, progress, label: str) 
                 task.cancel()
             return
         if progress and now - last_report >= PROGRESS_EVERY_S:
-            rate = (state.tokens - last_tokens) / (now - last_report)
+            # SSE events of finished requests: about one per token for most servers.
+            rate = (state.events - last_events) / (now - last_report)
             progress(
                 f"{label}{state.done}/{state.total} done, {state.inflight} in flight, "
-                f"{state.errors} errors, {rate:.0f} output tok/s"
+                f"{state.errors} errors, {rate:.0f} events/s"
             )
-            last_report, last_tokens = now, state.tokens
+            last_report, last_events = now, state.events
 
 
 def raise_open_file_limit() -> None:
@@ -351,6 +368,12 @@ def _token_counts(tokenizer, texts: list[str]) -> list[int]:
 def build_records(raws: list[dict], tokenizer, t0_ns: int) -> list[dict]:
     """Request records (docs/records.md) from raw results, sorted by index."""
     raws = sorted(raws, key=lambda r: r["index"])
+    for raw in raws:
+        if "reads" in raw:  # deferred, or cut off by a stall
+            if raw["error"] is None:
+                _parse(raw)
+            else:
+                del raw["reads"]
     good = [r for r in raws if r["error"] is None]
     retok_chunks: list[list[int] | None] = [None] * len(good)
     retok_total: list[int | None] = [None] * len(good)
@@ -403,7 +426,9 @@ def build_records(raws: list[dict], tokenizer, t0_ns: int) -> list[dict]:
             out = total if total is not None else len(s.chunk_ns)
         rec["output_tokens"] = out
         per_chunk = metrics.tokens_per_chunk(s.usage_cumulative, chunks, out)
-        rec.update(metrics.request_metrics(raw["sent_ns"], raw["end_ns"], s.chunk_ns, per_chunk, out))
+        rec.update(
+            metrics.request_metrics(raw["sent_ns"], raw["end_ns"], s.chunk_ns, per_chunk, out)
+        )
         records.append(rec)
     return records
 
@@ -453,11 +478,20 @@ def run_level(
     jobs = [(i, i < warmup, p) for i, p in enumerate(prompts)]
     state = _State(len(prompts))
     label = f"L{level} r{repeat}: "
+    # No garbage collection while requests are timed: its pauses delay every timestamp, and
+    # a level makes almost no cyclic garbage (~2 objects per request, measured).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     cpu0 = time.process_time()
     t0_ns = time.perf_counter_ns()
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        raws = runner.run(_level(settings, jobs, concurrency, warmup, state, progress, label))
-    cpu_s = time.process_time() - cpu0
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            raws = runner.run(_level(settings, jobs, concurrency, warmup, state, progress, label))
+    finally:
+        cpu_s = time.process_time() - cpu0
+        wall_s = (time.perf_counter_ns() - t0_ns) / 1e9
+        if gc_was_enabled:
+            gc.enable()
 
     records = build_records(raws, settings.tokenizer, t0_ns)
     records_path = Path(records_path)
@@ -475,8 +509,10 @@ def run_level(
         stalled=state.stalled,
         error_rate_threshold=error_rate_threshold,
         client_cpu_s=cpu_s,
+        client_wall_s=wall_s,
         client_max_loop_lag_ms=state.max_lag_s * 1e3,
         started_at=started_at,
+        clock_origin_ns=t0_ns,
     )
     if progress:
         progress(
@@ -495,7 +531,9 @@ async def generate_once(settings: ClientSettings, prompt_text: str, max_tokens: 
     payload = json.dumps(request_body(settings, prompt_text, max_tokens)).encode()
     async with make_session(settings) as session:
         await _send(session, endpoint_url(settings), payload, raw, state)
-    _digest(raw, state)
+    _finish(raw, state)
+    if "reads" in raw:
+        _parse(raw)
     if raw["error"]:
         detail = f": {raw['detail']}" if raw.get("detail") else ""
         raise RuntimeError(f"generation failed: {raw['error']}{detail}")

@@ -15,7 +15,8 @@ import numpy as np
 LATENCIES = ("ttft", "tpot", "itl", "e2el", "chunk_gap")
 STATS = ("mean", "median", "std", "p90", "p99")
 RETOKENIZED_TOLERANCE = 0.02  # retokenized vs usage output count
-CLIENT_BOUND_RATIO = 0.95  # achieved concurrency under this share of the target
+CLIENT_BOUND_RATIO = 0.95  # concurrency held under this share of the target
+CLIENT_CPU_SATURATED = 0.9  # one client process busy this share of the level's wall time
 DEFAULT_ERROR_RATE_THRESHOLD = 0.5
 
 
@@ -43,22 +44,31 @@ def tokens_per_chunk(
 ) -> list[int]:
     """Tokens each content chunk carried.
 
-    Exact when the server streams cumulative usage on every chunk (its deltas); otherwise
-    the retokenized count of each chunk's text, scaled so the chunks sum to the usage total;
-    without a tokenizer, the usage total split evenly; without either, one per chunk."""
+    Exact when the server streams cumulative usage on every chunk (its deltas); otherwise the
+    chunks' retokenized counts fitted to the usage total (evenly split without a tokenizer);
+    without usage, the retokenized counts; without either, one per chunk."""
     n = len(usage_cumulative)
     if n and all(u is not None for u in usage_cumulative):
-        deltas = [usage_cumulative[0]] + [b - a for a, b in zip(usage_cumulative, usage_cumulative[1:])]
+        deltas = np.diff(usage_cumulative, prepend=0).tolist()
         if all(d >= 0 for d in deltas):
             return deltas
-    weights = list(retokenized) if retokenized is not None else [1] * n
+    # A chunk with text came from at least one new token.
+    weights = [max(1, w) for w in retokenized] if retokenized is not None else [1] * n
     if total is None:
         return weights
+    if n <= total <= sum(weights):
+        # Retokenized pieces often overcount (merges differ); scaling down would round some
+        # chunks to 0, so each keeps one and only the extra tokens are scaled.
+        return [1 + k for k in apportion([w - 1 for w in weights], total - n)]
     return apportion(weights, total)
 
 
 def request_metrics(
-    sent_ns: int, end_ns: int, chunk_ns: list[int], chunk_tokens: list[int], output_tokens: int | None
+    sent_ns: int,
+    end_ns: int,
+    chunk_ns: list[int],
+    chunk_tokens: list[int],
+    output_tokens: int | None,
 ) -> dict:
     """Latencies of one completed request from its send time, the arrival time of each content
     chunk and of its last byte (all perf_counter_ns)."""
@@ -161,13 +171,16 @@ def summarize(
     stalled: bool = False,
     error_rate_threshold: float = DEFAULT_ERROR_RATE_THRESHOLD,
     client_cpu_s: float | None = None,
+    client_wall_s: float | None = None,
     client_max_loop_lag_ms: float | None = None,
     started_at: str | None = None,
+    clock_origin_ns: int | None = None,
 ) -> dict:
     """The level summary (docs/records.md) from its request records (warmups are skipped).
 
     `num_prompts` is how many measured requests were asked for (default: as many as were
-    recorded); `stalled` marks a level the client aborted because nothing progressed."""
+    recorded); `stalled` marks a level the client aborted because nothing progressed;
+    client_cpu_s / client_wall_s is the client process's CPU share while it ran the level."""
     measured = [r for r in records if not r.get("warmup")]
     ok = [r for r in measured if r.get("ok")]
     bad = [r for r in measured if not r.get("ok")]
@@ -232,7 +245,16 @@ def summarize(
     busy = sum(e - s for s, e in intervals)
     achieved = busy / duration if duration else None
     summary["achieved_concurrency"] = _r(achieved)
-    summary["client_bound"] = bool(achieved is not None and achieved < CLIENT_BOUND_RATIO * target)
+    cpu_share = client_cpu_s / client_wall_s if client_cpu_s is not None and client_wall_s else None
+    summary["client_cpu_share"] = _r(cpu_share)
+    # Client-bound: it did not keep the target in flight while it still had requests to send
+    # (the steady window; the whole level's figure also counts the drain at the end), or its
+    # one process was busy nearly all the time, which delays every timestamp.
+    held = summary["steady_concurrency"] if window is not None else achieved
+    summary["client_bound"] = bool(
+        (held is not None and held < CLIENT_BOUND_RATIO * target)
+        or (cpu_share is not None and cpu_share >= CLIENT_CPU_SATURATED)
+    )
 
     series = {
         "ttft": [r["ttft_ms"] for r in ok if r.get("ttft_ms") is not None],
@@ -249,6 +271,7 @@ def summarize(
     summary["client_cpu_s"] = _r(client_cpu_s)
     summary["client_max_loop_lag_ms"] = _r(client_max_loop_lag_ms)
     summary["started_at"] = started_at
+    summary["clock_origin_ns"] = clock_origin_ns
     return summary
 
 

@@ -48,11 +48,10 @@ def _clean_ids(tokenizer) -> np.ndarray:
     return pool
 
 
-def _exact_text(tokenizer, rng: np.random.Generator, pool: np.ndarray, n: int) -> str:
-    """Random text that encodes to exactly n tokens: sample ids, decode, re-encode, then cut
-    or extend until the count is exact (merges across token boundaries shift it)."""
+def _fit(tokenizer, rng: np.random.Generator, pool: np.ndarray, text: str, n: int) -> str:
+    """Cut or extend one text until it encodes to exactly n tokens; start over from fresh ids
+    if it will not settle."""
     for _ in range(20):
-        text = tokenizer.decode(rng.choice(pool, size=n).tolist())
         for _ in range(50):
             ids = tokenizer.encode(text, add_special_tokens=False).ids
             if len(ids) == n:
@@ -61,20 +60,43 @@ def _exact_text(tokenizer, rng: np.random.Generator, pool: np.ndarray, n: int) -
                 text = tokenizer.decode(ids[:n])
             else:
                 text = text + tokenizer.decode(rng.choice(pool, size=n - len(ids)).tolist())
+        text = tokenizer.decode(rng.choice(pool, size=n).tolist())
     raise RuntimeError(f"could not build a prompt of exactly {n} tokens")
 
 
 def random_prompts(tokenizer, n: int, input_tokens: int, output_tokens: int, seed: int) -> list:
     """n prompts of random tokens, each exactly input_tokens long (without special tokens).
-    The same tokenizer and seed always give the same prompts."""
+    The same tokenizer and seed always give the same prompts.
+
+    Decoded random ids rarely re-encode to the same count (merges across token boundaries
+    differ), so every text is re-encoded and cut or extended until its count is exact. This
+    runs in rounds over the whole batch, since the batch calls are fast and parallel."""
     if input_tokens < 1:
         raise ValueError("input_tokens must be at least 1")
     rng = np.random.default_rng(seed)
     pool = _clean_ids(tokenizer)
-    return [
-        Prompt(_exact_text(tokenizer, rng, pool, input_tokens), input_tokens, output_tokens)
-        for _ in range(n)
-    ]
+    texts = tokenizer.decode_batch(rng.choice(pool, size=(n, input_tokens)).tolist())
+    todo = list(range(n))
+    for _ in range(10):
+        if not todo:
+            break
+        encoded = tokenizer.encode_batch([texts[i] for i in todo], add_special_tokens=False)
+        long, short = [], []
+        for i, e in zip(todo, encoded, strict=True):
+            if len(e.ids) > input_tokens:
+                long.append((i, e.ids[:input_tokens]))
+            elif len(e.ids) < input_tokens:
+                short.append((i, input_tokens - len(e.ids)))
+        for (i, _), text in zip(
+            long, tokenizer.decode_batch([ids for _, ids in long]), strict=True
+        ):
+            texts[i] = text
+        for i, missing in short:
+            texts[i] += tokenizer.decode(rng.choice(pool, size=missing).tolist())
+        todo = sorted(i for i, _ in long + short)
+    for i in todo:  # the few that did not settle in the batch rounds
+        texts[i] = _fit(tokenizer, rng, pool, texts[i], input_tokens)
+    return [Prompt(text, input_tokens, output_tokens) for text in texts]
 
 
 def sharegpt_prompts(path: Path, tokenizer, n: int, output_tokens: int | None, seed: int) -> list:

@@ -1,0 +1,199 @@
+"""Metric math on hand-built timelines (servesweep.metrics; definitions in docs/metrics.md)."""
+
+import numpy as np
+import pytest
+
+from servesweep import metrics as m
+
+
+def rec(index, sent_s, ttft_ms, gaps_ms=(), tokens=None, ok=True, warmup=False, tail_ms=0, **kw):
+    """A request record: first content chunk at ttft_ms, then one chunk per gap; the last
+    byte tail_ms after the last chunk."""
+    times = [float(t) for t in np.cumsum([ttft_ms, *gaps_ms])]
+    tokens = list(tokens) if tokens is not None else [1] * len(times)
+    out = sum(tokens)
+    e2el = times[-1] + tail_ms
+    r = {
+        "index": index,
+        "warmup": warmup,
+        "ok": ok,
+        "error": None if ok else kw.pop("error", "http_500"),
+        "prompt_tokens": kw.pop("prompt_tokens", 10),
+        "output_tokens": out if ok else None,
+        "retokenized_tokens": kw.pop("retokenized_tokens", out),
+        "usage_reported": True,
+        "sent_s": sent_s,
+        "end_s": sent_s + e2el / 1e3,
+        "ttft_ms": ttft_ms if ok else None,
+        "e2el_ms": e2el if ok else None,
+        "tpot_ms": (e2el - ttft_ms) / (out - 1) if ok and out > 1 else None,
+        "chunk_times_ms": times if ok else [],
+        "chunk_tokens": tokens if ok else [],
+    }
+    r.update(kw)
+    return r
+
+
+# ---- one request ---------------------------------------------------------------------------
+
+
+def test_apportion_keeps_total_and_proportions():
+    assert m.apportion([1, 1, 2], 8) == [2, 2, 4]
+    assert sum(m.apportion([3, 1, 1], 7)) == 7
+    assert m.apportion([1, 1, 1], 2) == [1, 1, 0]  # ties go to the earlier chunk
+    assert m.apportion([0, 0], 4) == [2, 2]
+    assert m.apportion([], 5) == []
+
+
+def test_tokens_per_chunk_sources():
+    # Cumulative usage on every chunk: exact deltas.
+    assert m.tokens_per_chunk([1, 3, 4, 8], None, 8) == [1, 2, 1, 4]
+    # Usage only at the end: one each, the rest in proportion to the retokenized counts.
+    assert m.tokens_per_chunk([None, None, None], [1, 2, 1], 8) == [2, 4, 2]
+    # Retokenizing the chunks overcounts (BPE merges differ): still one token per chunk.
+    assert m.tokens_per_chunk([None] * 5, [1, 1, 3, 1, 2], 5) == [1] * 5
+    assert m.tokens_per_chunk([None] * 3, [1, 1, 3], 4) == [1, 1, 2]
+    # Fewer tokens than chunks (odd, but possible): plain scaling.
+    assert m.tokens_per_chunk([None] * 3, [1, 1, 2], 2) == [1, 0, 1]
+    # No tokenizer: the total split evenly.
+    assert m.tokens_per_chunk([None, None], None, 5) == [3, 2]
+    # Nothing at all: one per chunk.
+    assert m.tokens_per_chunk([None, None], None, None) == [1, 1]
+
+
+def test_request_metrics_ttft_e2el_tpot():
+    ms = 1_000_000
+    sent = 5 * ms
+    r = m.request_metrics(sent, sent + 100 * ms, [sent + 20 * ms, sent + 60 * ms], [1, 9], 10)
+    assert r["ttft_ms"] == 20.0
+    assert r["e2el_ms"] == 100.0
+    assert r["tpot_ms"] == pytest.approx(80 / 9, abs=1e-4)
+    assert r["chunk_times_ms"] == [20.0, 60.0]
+    # One output token: tpot is undefined.
+    assert m.request_metrics(sent, sent + 30 * ms, [sent + 30 * ms], [1], 1)["tpot_ms"] is None
+
+
+def test_itl_splits_multi_token_chunks():
+    # Chunks at 10, 20, 40 ms carrying 1, 2, 4 tokens: every token 5 ms apart.
+    gaps = m.itl_gaps([10, 20, 40], [1, 2, 4])
+    assert gaps.tolist() == [5.0] * 6
+    # chunk_gap keeps the raw gaps.
+    assert m.chunk_gaps([10, 20, 40]).tolist() == [10.0, 20.0]
+    # A chunk that carried no token hands its time on to the next.
+    assert m.itl_gaps([10, 15, 30], [1, 0, 2]).tolist() == [10.0, 10.0]
+    assert m.itl_gaps([10], [3]).size == 0
+
+
+def test_retokenized_mismatch_over_two_percent():
+    assert not m.retokenized_mismatch({"output_tokens": 100, "retokenized_tokens": 102})
+    assert m.retokenized_mismatch({"output_tokens": 100, "retokenized_tokens": 103})
+    assert not m.retokenized_mismatch({"output_tokens": 100, "retokenized_tokens": None})
+
+
+# ---- one level -----------------------------------------------------------------------------
+
+
+def test_stats_percentiles():
+    s = m.stats(range(1, 101))
+    assert s["mean"] == 50.5
+    assert s["median"] == 50.5
+    assert s["p90"] == pytest.approx(90.1)
+    assert s["p99"] == pytest.approx(99.01)
+    assert s["std"] == pytest.approx(np.std(np.arange(1, 101)), abs=1e-4)
+    assert m.stats([]) == dict.fromkeys(m.STATS)
+
+
+def test_steady_window():
+    # Target 2: reached when the second request is sent at 0.1; last send at 1.0.
+    intervals = [(0.0, 0.5), (0.1, 0.6), (0.5, 1.2), (0.6, 1.3), (1.0, 1.5)]
+    assert m.steady_window(intervals, 2) == (0.1, 1.0)
+    assert m.mean_inflight(intervals, 0.1, 1.0) == pytest.approx(2.0)
+    # A slot freed and refilled at the same instant is not an overlap.
+    assert m.steady_window([(0, 1), (1, 2)], 2) is None
+    # Target reached only by the last send: empty window.
+    assert m.steady_window([(0, 1), (0.5, 1)], 2) is None
+
+
+def test_peak_bucket():
+    arrivals = np.array([0.1, 0.2, 0.9, 1.1, 1.2, 2.5])
+    tokens = np.array([1, 1, 1, 5, 1, 2])
+    assert m.peak_throughput(arrivals, tokens, 0.0) == 6.0  # bucket [1, 2)
+    assert m.peak_throughput(arrivals, tokens, 0.5) == 7.0  # buckets from 0.5: [0.5, 1.5)
+
+
+def level_records(n=8, concurrency=2):
+    """One warmup, then n requests of exactly 1 s (10 one-token chunks at 50, 150, ... 950 ms),
+    `concurrency` at a time, back to back from 0.1 s."""
+    recs = [rec(0, 0.0, 7, [5] * 9, warmup=True)]
+    for i in range(n):
+        sent = 0.1 + (i // concurrency) * 1.0
+        recs.append(rec(i + 1, sent, 50, [100] * 9, tail_ms=50))
+    return recs
+
+
+def test_summarize_level():
+    recs = level_records()
+    s = m.summarize(recs, level=2, repeat=1, client_cpu_s=0.2, client_wall_s=5.0)
+    assert (s["level"], s["repeat"], s["status"], s["cause"]) == (2, 1, "ok", None)
+    assert (s["num_prompts"], s["warmup"], s["completed"], s["failed"]) == (8, 1, 8, 0)
+    assert s["duration_s"] == pytest.approx(4.0)
+    assert s["total_output_tokens"] == 80
+    assert s["output_throughput"] == pytest.approx(20.0)
+    assert s["request_throughput"] == pytest.approx(2.0)
+    assert s["total_token_throughput"] == pytest.approx(40.0)
+    # Two in flight from 0.1 until the last send at 3.1.
+    assert s["steady_window_s"] == pytest.approx(3.0)
+    assert s["steady_concurrency"] == pytest.approx(2.0)
+    # Six requests' 10 tokens each arrive inside the window.
+    assert s["steady_output_throughput"] == pytest.approx(60 / 3.0)
+    assert s["peak_output_throughput"] == 20.0
+    assert s["achieved_concurrency"] == pytest.approx(2.0)
+    assert s["client_bound"] is False
+    assert s["median_ttft_ms"] == 50.0
+    assert s["mean_tpot_ms"] == pytest.approx(950 / 9, abs=1e-4)
+    assert s["p99_itl_ms"] == pytest.approx(100.0)
+    assert s["median_e2el_ms"] == 1000.0
+    assert s["mean_chunk_gap_ms"] == 100.0
+    assert s["client_cpu_share"] == pytest.approx(0.04)
+
+
+def test_summarize_excludes_warmup_and_failures_from_latencies():
+    recs = level_records()
+    recs.append(rec(99, 0.5, 5000, [1], ok=False))  # a failure with absurd numbers
+    s = m.summarize(recs, level=2, repeat=0)
+    assert s["median_ttft_ms"] == 50.0  # the warmup's 7 ms and the failure's 5 s do not count
+    assert s["mean_ttft_ms"] == 50.0
+    assert s["failed"] == 1 and s["errors"] == {"http_500": 1}
+
+
+def test_client_bound_when_concurrency_not_held():
+    # Target 4, but the client only ever kept 2 in flight.
+    recs = level_records(concurrency=2)
+    s = m.summarize(recs, level=4, repeat=0)
+    assert s["steady_window_s"] is None  # 4 were never in flight
+    assert s["achieved_concurrency"] == pytest.approx(2.0)
+    assert s["client_bound"] is True
+    # A saturated client process counts too.
+    s = m.summarize(level_records(), level=2, repeat=0, client_cpu_s=4.8, client_wall_s=5.0)
+    assert s["client_bound"] is True
+
+
+def test_error_rate_fails_level():
+    recs = [rec(i, i * 0.1, 10, [5]) for i in range(4)]
+    recs += [rec(4 + i, 0.05 + i * 0.1, 10, ok=False, error="http_500") for i in range(5)]
+    s = m.summarize(recs, level=1, repeat=0)
+    assert (s["status"], s["cause"]) == ("failed", "http_errors")
+    assert s["errors"] == {"http_500": 5}
+    s = m.summarize(recs, level=1, repeat=0, error_rate_threshold=0.6)
+    assert s["status"] == "ok"
+
+
+def test_stalled_level_is_hung():
+    s = m.summarize(level_records(), level=2, repeat=0, stalled=True)
+    assert (s["status"], s["cause"]) == ("failed", "hung")
+
+
+def test_retokenized_mismatch_counted():
+    recs = level_records()
+    recs[3]["retokenized_tokens"] = 12
+    assert m.summarize(recs, level=2, repeat=0)["retokenized_mismatch"] == 1
