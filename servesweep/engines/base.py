@@ -71,3 +71,9 @@ class Engine:
     def flush_cache(self, base_url: str, timeout_s: float = 10.0) -> bool | None:
         """Drop the engine's prefix cache before a level; None when it has none."""
         return None
+
+    def snapshot(self, base_url: str, timeout_s: float = 10.0) -> dict:
+        """Server-side state captured before and after each level into the level's
+        records: `{"metrics": {...}, "server_info": {...}}` (empty where the engine
+        exposes nothing). Never raises: a server that does not answer gives {}."""
+        return {}
