@@ -15,5 +15,6 @@ rule run_cell:
         gpu=cell_gpus,
     params:
         spec=cell_spec,
+        attempt=cell_attempt,
     script:
         "../scripts/run_cell.py"

@@ -5,7 +5,7 @@ import sys
 
 sys.path.insert(0, workflow.basedir)
 
-from servesweep.config import ConfigError, SCHEMA_PATH, load, spec_json
+from servesweep.config import ConfigError, SCHEMA_PATH, load, next_attempt, spec_json
 
 # Our own check first: it names the key in one line. Snakemake's validate then
 # agrees (same draft 2020-12 schema) and fills the schema's defaults.
@@ -39,6 +39,14 @@ def cell_spec(wildcards):
     # Canonical JSON: Snakemake's params trigger reruns exactly the cells whose
     # resolved spec changed.
     return spec_json(SWEEP.spec(wildcards.stack, wildcards.model, wildcards.variant))
+
+
+def cell_attempt(wildcards):
+    # Moves on only for a failed cell that config.retries allows to rerun.
+    return next_attempt(
+        f"results/cells/{wildcards.stack}/{wildcards.model}/{wildcards.variant}/cell.json",
+        SWEEP.retries,
+    )
 
 
 def cell_gpus(wildcards):

@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from servesweep.cell import run_cell  # noqa: E402
+from servesweep.config import load  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
 
 
@@ -28,4 +29,7 @@ with job_logger(sm.log.job) as log:
         out_dir=Path(sm.output.cell).parent,
         server_log=Path(sm.log.server),
         log=log,
+        attempt=int(sm.params.attempt),
+        # Not a param: tuning retries must not rerun measured cells.
+        boot_retries=load(sm.config).retries["boot"],
     )

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import os
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 from servesweep import CLIENT_VERSION
@@ -74,8 +76,14 @@ def run_cell(
     out_dir: Path,
     server_log: Path,
     log=print,
+    attempt: int = 0,
+    boot_retries: int = 0,
 ) -> dict:
-    """Measure one cell; write out_dir/cell.json and out_dir/levels/*; return the cell."""
+    """Measure one cell; write out_dir/cell.json and out_dir/levels/*; return the cell.
+
+    `attempt` counts reruns of a failed cell (recorded); `boot_retries` is how many more
+    launches a boot failure gets within this job.
+    """
     out_dir = Path(out_dir)
     levels_dir = out_dir / "levels"
     if levels_dir.exists():
@@ -88,19 +96,23 @@ def run_cell(
     engine = get_engine(spec["engine"], spec.get("engine_options"))
     server_cfg = spec["server"]
     host = server_cfg["host"]
-    port = free_port(host) if server_cfg["port"] == "auto" else int(server_cfg["port"])
     python = stack_manifest["python"]
     model_path = model_manifest["path"]
-    command = engine.command(
-        python=python,
-        model_path=model_path,
-        host=host,
-        port=port,
-        flags=spec["flags"],
-        gpus=spec["gpus"],
-    )
     env = engine.env(spec["env"])
     plan = level_plan(spec)
+
+    def launch_command(port: int) -> list[str]:
+        return engine.command(
+            python=python,
+            model_path=model_path,
+            host=host,
+            port=port,
+            flags=spec["flags"],
+            gpus=spec["gpus"],
+        )
+
+    port = free_port(host) if server_cfg["port"] == "auto" else int(server_cfg["port"])
+    command = launch_command(port)
     cell = {
         "stack": spec["stack"]["name"],
         "model": spec["model"]["name"],
@@ -109,6 +121,7 @@ def run_cell(
         "spec_hash": spec_hash(spec),
         "spec": spec,
         "client_version": CLIENT_VERSION,
+        "attempt": attempt,
         "status": "ok",
         "failure": None,
         "command": command,
@@ -116,7 +129,9 @@ def run_cell(
         "env": env,
         "host": host,
         "port": port,
+        "server_pid": None,
         "boot_s": None,
+        "boot_attempts": [],
         "started_at": _now(),
         "finished_at": None,
         "teardown": None,
@@ -138,11 +153,7 @@ def run_cell(
         log(f"FAILED at {stage}{f' (level {level})' if level else ''}: {cause}: {message}")
 
     log(f"cell {cell['stack']}/{cell['model']}/{cell['variant']} spec {cell['spec_hash']}")
-    log(f"$ {cell['command_str']}")
-    if not port_is_free(host, port):
-        fail("launch", "port_in_use", f"port {port} on {host} is already taken; not launching")
-        return _finish(cell, out_dir)
-
+    log(f"run_cell owner pid {os.getpid()}, attempt {attempt}")
     tokenizer = load_tokenizer(Path(model_path))
     settings = ClientSettings(
         base_url=f"http://{host}:{port}",
@@ -153,76 +164,125 @@ def run_cell(
         extra_body=engine.request_extras(),
         tokenizer=tokenizer,
     )
-    try:
-        server = ServerProcess(command, env, server_log, host, port)
-    except OSError as exc:
-        fail("launch", "unknown", f"cannot start {command[0]}: {exc.strerror or exc}")
-        return _finish(cell, out_dir)
-    log(f"server pid {server.pid} (process group {server.pgid}), log {server_log}")
+
+    for boot_try in range(boot_retries + 1):
+        if boot_try:
+            # A fresh port for a relaunch: the failed server may have left it in TIME_WAIT.
+            if server_cfg["port"] == "auto":
+                port = free_port(host)
+                command = launch_command(port)
+            settings.base_url = f"http://{host}:{port}"
+            with server_log.open("ab") as handle:
+                handle.write(f"\n--- relaunch {boot_try} ---\n".encode())
+            log(f"boot failed; relaunching ({boot_try} of {boot_retries})")
+        cell.update(command=command, command_str=shlex.join(command), port=port)
+        log(f"$ {cell['command_str']}")
+        if not port_is_free(host, port):
+            fail("launch", "port_in_use", f"port {port} on {host} is already taken; not launching")
+            cell["boot_attempts"].append({"cause": "port_in_use", "message": "port taken"})
+            continue
+        try:
+            server = ServerProcess(command, env, server_log, host, port)
+        except OSError as exc:
+            fail("launch", "unknown", f"cannot start {command[0]}: {exc.strerror or exc}")
+            return _finish(cell, out_dir)
+        cell["server_pid"] = server.pid
+        log(f"server pid {server.pid} (process group {server.pgid}), log {server_log}")
+        booted = _measure(
+            cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log
+        )
+        if booted:
+            break
+    return _finish(cell, out_dir)
+
+
+def _measure(cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log) -> bool:
+    """Boot, run the levels, tear down (on every path). Returns False when the server
+    never became ready (so the caller may relaunch)."""
+    server_cfg = spec["server"]
+    booted = False
     completed = False
     try:
         try:
-            cell["boot_s"] = round(
-                wait_ready(
-                    server,
-                    engine.health_path,
-                    engine.models_path,
-                    settings.model,
-                    server_cfg["boot_timeout_s"],
-                    generate=lambda: asyncio.run(generate_once(settings, "Hello", 4)),
-                    log=log,
-                ),
-                3,
+            boot_s = wait_ready(
+                server,
+                engine.health_path,
+                engine.models_path,
+                settings.model,
+                server_cfg["boot_timeout_s"],
+                generate=lambda: asyncio.run(generate_once(settings, "Hello", 4)),
+                log=log,
             )
+            booted = True
+            cell["boot_s"] = round(boot_s, 3)
+            cell["status"], cell["failure"] = "ok", None  # an earlier boot try may have failed
             log(f"ready in {cell['boot_s']} s")
             _run_levels(
                 cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log
             )
         except BootFailure as exc:
+            cell["boot_attempts"].append({"cause": exc.cause, "message": exc.message})
             fail("boot", exc.cause, exc.message)
         completed = True
     finally:
-        # Every path tears down; only a completed measurement writes cell.json, so an
-        # interrupted cell is measured again next run.
+        # Every path tears down. Only a completed measurement is written (by the
+        # caller), so an interrupted cell is measured again next run.
         teardown = server.stop(grace_s=server_cfg["teardown_grace_s"])
         cell["teardown"] = teardown.as_dict()
         log(
             f"teardown: {'clean' if teardown.clean else 'NOT clean'} in {teardown.seconds:.1f} s"
             f"{' (needed SIGKILL)' if teardown.escalated else ''}"
         )
-        if completed:
-            if not teardown.clean and cell["status"] == "ok":
-                fail(
-                    "teardown",
-                    "unknown",
-                    f"processes {teardown.leftover_pids} or port {port} still held after SIGKILL",
-                )
-            _finish(cell, out_dir)
-    return cell
+        if completed and not teardown.clean and cell["status"] == "ok":
+            fail(
+                "teardown",
+                "unknown",
+                f"processes {teardown.leftover_pids} or port {server.port} still held after "
+                "SIGKILL",
+            )
+    return booted
+
+
+def diagnose(server, observed: str, exit_wait_s: float = 2.0) -> tuple[str, bool]:
+    """(cause, died) for a fault the client observed. A server that is dying gets a
+    moment to exit, so a crash is not mistaken for a hang; a live server's log may
+    still name the cause (an NCCL error, say) better than the symptom does."""
+    try:
+        server.proc.wait(timeout=exit_wait_s)
+    except subprocess.TimeoutExpired:
+        return classify_log(read_log(server.log_path)) or observed, False
+    return classify_exit(server.returncode, read_log(server.log_path)), True
+
+
+def _check_alive(spec, server, engine, settings, level) -> tuple[str, str] | None:
+    """Liveness before a level: alive, health answers, and a 2-token generation
+    finishes in time (/health alone misses a hung-but-healthy server). Returns
+    (cause, message) when the server is not fit to measure."""
+    if not server.alive():
+        return diagnose(server, "died")[0], f"server exited with code {server.returncode}"
+    status, _ = http_get(settings.base_url + engine.health_path, timeout_s=10)
+    if status != 200:
+        cause, died = diagnose(server, "hung")
+        if died:
+            return cause, f"server exited with code {server.returncode}"
+        return cause, f"health check answered {status or 'nothing'}"
+    probe_s = min(60.0, spec["benchmark"]["stall_timeout_s"])
+    try:
+        asyncio.run(asyncio.wait_for(generate_once(settings, "ping", 2), probe_s))
+    except Exception as exc:  # noqa: BLE001 - any failure of the probe is the finding
+        timed_out = isinstance(exc, TimeoutError)
+        cause, died = diagnose(server, "hung" if timed_out else "http_errors")
+        if died:
+            return cause, f"server exited with code {server.returncode}"
+        return cause, f"liveness probe: {'timed out' if timed_out else str(exc)[:200]}"
+    return None
 
 
 def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log):
     for index, (level, repeat) in enumerate(plan):
-        # Liveness before each level: a dead or silent server ends the cell here.
-        if not server.alive():
-            cause = classify_exit(server.returncode, read_log(server.log_path))
-            fail(
-                "level",
-                cause,
-                f"server exited with code {server.returncode} before level {level}",
-                level,
-                repeat,
-            )
-            return
-        status, _ = http_get(settings.base_url + engine.health_path, timeout_s=10)
-        if status != 200:
-            fail(
-                "level",
-                "hung",
-                f"health check answered {status or 'nothing'} before level {level}",
-                level,
-                repeat,
-            )
+        unfit = _check_alive(spec, server, engine, settings, level)
+        if unfit:
+            fail("level", unfit[0], f"{unfit[1]} before level {level}", level, repeat)
             return
         engine.flush_cache(settings.base_url)
         prompts = make_prompts(spec, tokenizer, level, repeat)
@@ -245,15 +305,14 @@ def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_di
         summary["started_at"] = summary.get("started_at") or _now()
         if summary.get("status") != "ok":
             # The client saw a fault; the process and its log say what it was.
-            if not server.alive():
-                summary["cause"] = classify_exit(server.returncode, read_log(server.log_path))
+            cause, died = diagnose(server, summary.get("cause") or "unknown")
+            if died or summary.get("cause") in (None, "http_errors", "unknown"):
+                summary["cause"] = cause
+            if died:
                 message = f"server exited with code {server.returncode} during level {level}"
             else:
-                cause = classify_log(read_log(server.log_path))
-                if cause and summary.get("cause") in (None, "http_errors"):
-                    summary["cause"] = cause
                 message = (
-                    f"level {level}: {summary.get('cause')} "
+                    f"level {level}: {summary['cause']} "
                     f"({summary.get('failed', 0)} of {summary.get('num_prompts')} failed)"
                 )
             summary["status"] = "failed"

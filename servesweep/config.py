@@ -10,6 +10,7 @@ import copy
 import hashlib
 import itertools
 import json
+import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -31,6 +32,7 @@ SERVER_DEFAULTS = {
     "teardown_grace_s": 15,
     "gpus": 0,
 }
+RETRY_DEFAULTS = {"boot": 1, "failed_cells": False, "max_attempts": 3}
 BENCHMARK_DEFAULTS = {
     "repeats": 1,
     "endpoint": "completions",
@@ -157,6 +159,7 @@ class Sweep:
     variants: dict  # resolved
     server: dict
     benchmark: dict
+    retries: dict
     raw: dict
 
     @property
@@ -206,6 +209,27 @@ class Sweep:
         }
 
 
+def next_attempt(cell_json: Path, retries: dict) -> int:
+    """The attempt number a cell's next measurement would carry.
+
+    It is a Snakemake param of run_cell: while it stays equal to the attempt recorded in
+    the cell's result, nothing reruns; it moves on (and so reruns the cell) only for a
+    failed cell when `retries.failed_cells` is on and attempts remain.
+    """
+    try:
+        previous = json.loads(Path(cell_json).read_text())
+    except (OSError, ValueError):
+        return 0
+    attempt = int(previous.get("attempt", 0))
+    if (
+        previous.get("status") == "failed"
+        and retries["failed_cells"]
+        and attempt + 1 < retries["max_attempts"]
+    ):
+        return attempt + 1
+    return attempt
+
+
 def spec_json(spec: dict) -> str:
     """Canonical JSON: the same spec always gives the same text (and hash)."""
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
@@ -244,6 +268,12 @@ def check_semantics(config: dict) -> None:
     for name, stack in config["stacks"].items():
         if stack["kind"] == "venv" and "requirements" not in stack:
             raise ConfigError(f"config: stacks.{name}.requirements: required for kind venv")
+        requirements = stack.get("requirements")
+        if requirements is not None and not os.access(requirements, os.R_OK):
+            raise ConfigError(
+                f"config: stacks.{name}.requirements: cannot read {requirements} "
+                f"(relative paths are from {os.getcwd()})"
+            )
         if stack["kind"] == "existing" and "python" not in stack:
             raise ConfigError(f"config: stacks.{name}.python: required for kind existing")
     bench = config["benchmark"]
@@ -271,6 +301,7 @@ def load(config: dict) -> Sweep:
         variants=variants,
         server=_merge(SERVER_DEFAULTS, config.get("server")),
         benchmark=_merge(BENCHMARK_DEFAULTS, config["benchmark"]),
+        retries=_merge(RETRY_DEFAULTS, config.get("retries")),
         raw=copy.deepcopy(config),
     )
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def base_config() -> dict:
     return {
-        "stacks": {"cpu": {"kind": "venv", "requirements": "envs/cpu.txt"}},
+        "stacks": {"cpu": {"kind": "venv", "requirements": str(ROOT / "envs" / "cpu.txt")}},
         "models": {"tiny": {"synthetic": {"seed": 1}}},
         "variants": {
             "baseline": {"flags": {"device": "cpu", "dtype": "float32"}, "env": {"A": "1"}},
