@@ -1,5 +1,6 @@
 # Config validation and the input functions of every rule. Logic lives in the
 # servesweep package; this file only connects it to Snakemake.
+import functools
 import re
 import sys
 
@@ -41,11 +42,17 @@ def cell_spec(wildcards):
     return spec_json(SWEEP.spec(wildcards.stack, wildcards.model, wildcards.variant))
 
 
+@functools.cache
+def cell_attempt_for(path):
+    # Read once per run, while planning: Snakemake deletes a job's outputs before it
+    # runs, and may evaluate params again then.
+    return next_attempt(path, SWEEP.retries)
+
+
 def cell_attempt(wildcards):
     # Moves on only for a failed cell that config.retries allows to rerun.
-    return next_attempt(
-        f"results/cells/{wildcards.stack}/{wildcards.model}/{wildcards.variant}/cell.json",
-        SWEEP.retries,
+    return cell_attempt_for(
+        f"results/cells/{wildcards.stack}/{wildcards.model}/{wildcards.variant}/cell.json"
     )
 
 

@@ -1,0 +1,201 @@
+"""Faults through the real workflow: several variants, some failing, with real Snakemake;
+and the owner dying mid-level (SIGINT, SIGTERM, SIGKILL) with the next run resuming."""
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from servesweep.server import group_members
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULT_SERVER = ROOT / "tests" / "fixtures" / "fault_server.py"
+COMMAND = f"{{python}} {FAULT_SERVER} --host {{host}} --port {{port}}"
+
+pytestmark = pytest.mark.workflow
+
+
+def config(variants: dict, levels=(1, 4, 16), min_prompts=8, **extra) -> dict:
+    return {
+        "stacks": {"test": {"kind": "existing", "python": sys.executable}},
+        "models": {"tiny": {"synthetic": {"hidden_size": 64, "num_layers": 1, "num_experts": 2,
+                                          "experts_per_token": 1, "vocab_size": 1024}}},
+        "engine": "command",
+        "server": {"boot_timeout_s": 15, "teardown_grace_s": 3},
+        "variants": {name: {"command": COMMAND, **v} for name, v in variants.items()},
+        "benchmark": {
+            "levels": list(levels),
+            "warmup": 0,
+            "num_prompts": {"per_level": 1, "min": min_prompts},
+            "workload": {"kind": "random", "input_tokens": 8, "output_tokens": 8, "seed": 1},
+            "stall_timeout_s": 3,
+        },
+        **extra,
+    }
+
+
+def write(workdir: Path, cfg: dict) -> str:
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return str(path)
+
+
+def snakemake_cmd(workdir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+            str(workdir), *args]
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(snakemake_cmd(workdir, *args), capture_output=True, text=True,
+                          timeout=600)
+
+
+def planned_cells(result) -> list[str]:
+    return sorted(re.findall(r"rule run_cell:.*?variant=([\w.-]+)", result.stdout, re.S))
+
+
+def fault_servers_running(workdir: Path) -> list[int]:
+    """Fault-server processes started for this workdir (found by their model path)."""
+    marker = str(workdir / "resources")
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(FAULT_SERVER) in cmdline and marker in cmdline:
+                found.append(int(proc.name))
+    return found
+
+
+def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
+    variants = {
+        "baseline": {"flags": {}},
+        "crashes": {"extends": "baseline", "flags": {"fault": "crash_boot", "signature": "oom"}},
+        "dies-at-16": {"extends": "baseline",
+                       "flags": {"fault": "die_at", "at": 10, "signature": "nccl"}},
+    }
+    cfg = config(variants)
+    run = snakemake(tmp_path, "results/report.html", "--cores", "1", "--configfile",
+                    write(tmp_path, cfg))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert not fault_servers_running(tmp_path)
+
+    rows = list(csv.DictReader(open(tmp_path / "results" / "summary.csv")))
+    by = {(r["variant"], int(r["level"])): r for r in rows}
+    assert len(rows) == 3 * 3
+    assert {by[("baseline", lv)]["status"] for lv in (1, 4, 16)} == {"ok"}
+    assert by[("crashes", 1)]["failure_stage"] == "boot"
+    assert by[("crashes", 1)]["failure_cause"] == "oom"
+    assert [by[("dies-at-16", lv)]["status"] for lv in (1, 4, 16)] == ["ok", "ok", "failed"]
+    assert by[("dies-at-16", 16)]["failure_cause"] == "nccl"
+
+    html = (tmp_path / "results" / "report.html").read_text()
+    failures = html[html.index("Failures"):]
+    assert "oom" in failures and "nccl" in failures and "CUDA out of memory" in failures
+
+    # A failure is final by default: nothing to do.
+    assert planned_cells(snakemake(tmp_path, "-n", "--cores", "1", "--configfile",
+                                   write(tmp_path, cfg))) == []
+    # With the switch on, exactly the failed cells rerun, a bounded number of times.
+    cfg["retries"] = {"failed_cells": True, "max_attempts": 2}
+    dry = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
+    assert planned_cells(dry) == ["crashes", "dies-at-16"], dry.stdout
+    rerun = snakemake(tmp_path, "results/report.html", "--cores", "1", "--configfile",
+                      write(tmp_path, cfg))
+    assert rerun.returncode == 0
+    cell = json.loads((tmp_path / "results/cells/test/tiny/crashes/cell.json").read_text())
+    assert cell["attempt"] == 1 and cell["status"] == "failed"
+    # max_attempts reached: no further retries.
+    assert planned_cells(snakemake(tmp_path, "-n", "--cores", "1", "--configfile",
+                                   write(tmp_path, cfg))) == []
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def job_log_pids(path: Path) -> tuple[int, int] | None:
+    """(owner pid, server pid) once the slow level has started."""
+    if not path.exists():
+        return None
+    text = path.read_text()
+    owner = re.search(r"run_cell owner pid (\d+)", text)
+    server = re.findall(r"server pid (\d+)", text)
+    if owner and server and "level 1 repeat 0:" in text:
+        return int(owner.group(1)), int(server[-1])
+    return None
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM-job", "SIGKILL-job", "SIGTERM-snakemake"])
+def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
+    variants = {
+        "baseline": {"flags": {}},
+        # Slow enough (40 requests x 8 tokens x 40 ms, ~13 s) that a level is in
+        # progress when the owner dies.
+        "slow": {"flags": {"gap-ms": 40}},
+    }
+    cfg = config(variants, levels=(1,), min_prompts=40)
+    cfg_path = write(tmp_path, cfg)
+    first = snakemake(tmp_path, "results/cells/test/tiny/baseline/cell.json", "--cores", "1",
+                      "--configfile", cfg_path)
+    assert first.returncode == 0, first.stdout[-2000:]
+
+    # Like a terminal: Snakemake leads its own process group.
+    owner = subprocess.Popen(
+        snakemake_cmd(tmp_path, "results/report.html", "--cores", "1", "--configfile", cfg_path),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    job_log = tmp_path / "results" / "logs" / "run_cell" / "test" / "tiny" / "slow.log"
+    try:
+        job_pid, server_pid = wait_for(lambda: job_log_pids(job_log), 60, "the level to start")
+        time.sleep(0.5)
+        if how == "SIGINT":
+            os.killpg(owner.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
+        elif how == "SIGTERM-job":
+            os.kill(job_pid, signal.SIGTERM)  # e.g. SLURM ending the job step
+        elif how == "SIGKILL-job":
+            os.kill(job_pid, signal.SIGKILL)  # no chance to clean up: the watchdog must
+        else:
+            owner.send_signal(signal.SIGTERM)  # Snakemake's graceful stop
+        start = time.monotonic()
+        wait_for(lambda: not group_members(server_pid), 30, "the server's group to end")
+        gone_s = time.monotonic() - start
+        owner.wait(timeout=60)
+    finally:
+        if owner.poll() is None:
+            os.killpg(owner.pid, signal.SIGKILL)
+            owner.wait()
+    assert not fault_servers_running(tmp_path)
+    slow_cell = tmp_path / "results/cells/test/tiny/slow/cell.json"
+    dry = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", cfg_path)
+    if how == "SIGTERM-snakemake":
+        # Snakemake's own SIGTERM semantics: running jobs finish (and tear down),
+        # nothing new starts; the next run only collects and reports.
+        assert gone_s < 30
+        assert json.loads(slow_cell.read_text())["status"] == "ok"
+        assert not (tmp_path / "results" / "report.html").exists()
+        assert planned_cells(dry) == [], dry.stdout[-3000:]
+    else:
+        assert gone_s < 15, f"server outlived its owner by {gone_s:.1f} s"
+        assert not slow_cell.exists()  # an interrupted cell is no result
+        assert planned_cells(dry) == ["slow"], dry.stdout[-3000:]
+    again = snakemake(tmp_path, "results/report.html", "--cores", "1", "--configfile", cfg_path)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert json.loads(slow_cell.read_text())["status"] == "ok"
+    assert not fault_servers_running(tmp_path)
