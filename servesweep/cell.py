@@ -285,6 +285,7 @@ def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_di
             fail("level", unfit[0], f"{unfit[1]} before level {level}", level, repeat)
             return
         engine.flush_cache(settings.base_url)
+        before = engine.snapshot(settings.base_url)
         prompts = make_prompts(spec, tokenizer, level, repeat)
         name = f"L{level}_r{repeat}"
         log(
@@ -303,6 +304,9 @@ def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_di
             error_rate_threshold=spec["benchmark"]["error_rate_threshold"],
         )
         summary["started_at"] = summary.get("started_at") or _now()
+        # Server-side counters around the level (speculative accept length, cache hits…).
+        summary["server_before"] = before
+        summary["server_after"] = engine.snapshot(settings.base_url) if server.alive() else {}
         if summary.get("status") != "ok":
             # The client saw a fault; the process and its log say what it was.
             cause, died = diagnose(server, summary.get("cause") or "unknown")
