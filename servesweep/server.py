@@ -59,36 +59,33 @@ def _set_parent_death_signal() -> None:
         pass
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes whose process group is `pgid`."""
-    members = []
+def live_processes() -> list[tuple[int, int, int]]:
+    """(pid, ppid, pgrp) of every live (non-zombie) process, read from /proc."""
+    table = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
-            continue
+            continue  # it ended while we looked
         # Fields after the parenthesised command: state ppid pgrp ...
         fields = stat[stat.rfind(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry))
-    return members
+        if fields[0] != "Z":
+            table.append((int(entry), int(fields[1]), int(fields[2])))
+    return table
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes whose process group is `pgid`."""
+    return [pid for pid, _, pgrp in live_processes() if pgrp == pgid]
 
 
 def descendants(pid: int) -> list[int]:
     """All live descendants of `pid` (they may have left its process group)."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
+    for child, parent, _ in live_processes():
+        children.setdefault(parent, []).append(child)
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
