@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import TINY_MODEL
+from test_config import BAD_CONFIGS, base_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -221,3 +222,17 @@ def test_end_to_end_with_transformers_serve(tmp_path, cpu_stack):
     )
     cells = sorted(w["variant"] for rule, w in planned_jobs(dry) if rule == "run_cell")
     assert cells == ["baseline", "continuous-batching"]
+
+
+@pytest.mark.parametrize("mutate, key", BAD_CONFIGS)
+def test_every_bad_config_is_refused_by_snakemake_before_any_job(tmp_path, mutate, key):
+    config = base_config()
+    mutate(config)
+    result = snakemake(
+        tmp_path, "-n", "--cores", "1", "--configfile", str(write_config(tmp_path, config))
+    )
+    output = result.stdout + result.stderr
+    lines = [ln for ln in output.splitlines() if ln.startswith("config: ")]
+    assert result.returncode != 0
+    assert len(lines) == 1 and lines[0].startswith(f"config: {key}"), output[-2000:]
+    assert not (tmp_path / "resources").exists() and not (tmp_path / "results").exists()
