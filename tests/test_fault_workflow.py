@@ -26,8 +26,17 @@ pytestmark = pytest.mark.workflow
 def config(variants: dict, levels=(1, 4, 16), min_prompts=8, **extra) -> dict:
     return {
         "stacks": {"test": {"kind": "existing", "python": sys.executable}},
-        "models": {"tiny": {"synthetic": {"hidden_size": 64, "num_layers": 1, "num_experts": 2,
-                                          "experts_per_token": 1, "vocab_size": 1024}}},
+        "models": {
+            "tiny": {
+                "synthetic": {
+                    "hidden_size": 64,
+                    "num_layers": 1,
+                    "num_experts": 2,
+                    "experts_per_token": 1,
+                    "vocab_size": 1024,
+                }
+            }
+        },
         "engine": "command",
         "server": {"boot_timeout_s": 15, "teardown_grace_s": 3},
         "variants": {name: {"command": COMMAND, **v} for name, v in variants.items()},
@@ -49,13 +58,22 @@ def write(workdir: Path, cfg: dict) -> str:
 
 
 def snakemake_cmd(workdir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-            str(workdir), *args]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        *args,
+    ]
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(snakemake_cmd(workdir, *args), capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        snakemake_cmd(workdir, *args), capture_output=True, text=True, timeout=600
+    )
 
 
 def planned_cells(result) -> list[str]:
@@ -81,12 +99,15 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
     variants = {
         "baseline": {"flags": {}},
         "crashes": {"extends": "baseline", "flags": {"fault": "crash_boot", "signature": "oom"}},
-        "dies-at-16": {"extends": "baseline",
-                       "flags": {"fault": "die_at", "at": 10, "signature": "nccl"}},
+        "dies-at-16": {
+            "extends": "baseline",
+            "flags": {"fault": "die_at", "at": 10, "signature": "nccl"},
+        },
     }
     cfg = config(variants)
-    run = snakemake(tmp_path, "results/report.html", "--cores", "1", "--configfile",
-                    write(tmp_path, cfg))
+    run = snakemake(
+        tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert not fault_servers_running(tmp_path)
 
@@ -100,24 +121,33 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
     assert by[("dies-at-16", 16)]["failure_cause"] == "nccl"
 
     html = (tmp_path / "results" / "report.html").read_text()
-    failures = html[html.index("Failures"):]
+    failures = html[html.index("Failures") :]
     assert "oom" in failures and "nccl" in failures and "CUDA out of memory" in failures
 
     # A failure is final by default: nothing to do.
-    assert planned_cells(snakemake(tmp_path, "-n", "--cores", "1", "--configfile",
-                                   write(tmp_path, cfg))) == []
+    assert (
+        planned_cells(
+            snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
+        )
+        == []
+    )
     # With the switch on, exactly the failed cells rerun, a bounded number of times.
     cfg["retries"] = {"failed_cells": True, "max_attempts": 2}
     dry = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
     assert planned_cells(dry) == ["crashes", "dies-at-16"], dry.stdout
-    rerun = snakemake(tmp_path, "results/report.html", "--cores", "1", "--configfile",
-                      write(tmp_path, cfg))
+    rerun = snakemake(
+        tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
+    )
     assert rerun.returncode == 0
     cell = json.loads((tmp_path / "results/cells/test/tiny/crashes/cell.json").read_text())
     assert cell["attempt"] == 1 and cell["status"] == "failed"
     # max_attempts reached: no further retries.
-    assert planned_cells(snakemake(tmp_path, "-n", "--cores", "1", "--configfile",
-                                   write(tmp_path, cfg))) == []
+    assert (
+        planned_cells(
+            snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
+        )
+        == []
+    )
 
 
 def wait_for(predicate, timeout_s: float, what: str):
@@ -152,14 +182,22 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
     }
     cfg = config(variants, levels=(1,), min_prompts=40)
     cfg_path = write(tmp_path, cfg)
-    first = snakemake(tmp_path, "results/cells/test/tiny/baseline/cell.json", "--cores", "1",
-                      "--configfile", cfg_path)
+    first = snakemake(
+        tmp_path,
+        "results/cells/test/tiny/baseline/cell.json",
+        "--cores",
+        "1",
+        "--configfile",
+        cfg_path,
+    )
     assert first.returncode == 0, first.stdout[-2000:]
 
     # Like a terminal: Snakemake leads its own process group.
     owner = subprocess.Popen(
         snakemake_cmd(tmp_path, "results/report.html", "--cores", "1", "--configfile", cfg_path),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     job_log = tmp_path / "results" / "logs" / "run_cell" / "test" / "tiny" / "slow.log"
     try:

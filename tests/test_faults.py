@@ -165,8 +165,13 @@ def test_malformed_stream(tmp_path, tiny_model):
 
 
 def test_malformed_from_the_start_never_becomes_ready(tmp_path, tiny_model):
-    cell = run(tmp_path, tiny_model, {"fault": "malformed", "after": 0}, levels=(1,),
-               server={"boot_timeout_s": 3})
+    cell = run(
+        tmp_path,
+        tiny_model,
+        {"fault": "malformed", "after": 0},
+        levels=(1,),
+        server={"boot_timeout_s": 3},
+    )
     assert (cell["failure"]["stage"], cell["failure"]["cause"]) == ("boot", "boot_timeout")
     assert "generation failed" in cell["failure"]["message"]
     assert_nothing_left(cell)
@@ -174,8 +179,13 @@ def test_malformed_from_the_start_never_becomes_ready(tmp_path, tiny_model):
 
 @pytest.mark.parametrize("fault, kind", [("http_500", "http_500"), ("http_429", "http_429")])
 def test_some_http_errors_are_counted_not_fatal(tmp_path, tiny_model, fault, kind):
-    cell = run(tmp_path, tiny_model, {"fault": fault, "fraction": 0.25, "seed": 3, "after": 2},
-               levels=(1,), num_prompts={"per_level": 1, "min": 40})
+    cell = run(
+        tmp_path,
+        tiny_model,
+        {"fault": fault, "fraction": 0.25, "seed": 3, "after": 2},
+        levels=(1,),
+        num_prompts={"per_level": 1, "min": 40},
+    )
     level = cell["levels"][0]
     assert cell["status"] == "ok" and level["status"] == "ok"
     assert 0 < level["errors"][kind] < 20
@@ -184,7 +194,9 @@ def test_some_http_errors_are_counted_not_fatal(tmp_path, tiny_model, fault, kin
 
 
 def test_mostly_http_errors_fail_the_level(tmp_path, tiny_model):
-    cell = run(tmp_path, tiny_model, {"fault": "http_500", "fraction": 0.9, "after": 2}, levels=(1, 4))
+    cell = run(
+        tmp_path, tiny_model, {"fault": "http_500", "fraction": 0.9, "after": 2}, levels=(1, 4)
+    )
     assert (cell["failure"]["stage"], cell["failure"]["cause"]) == ("level", "http_errors")
     assert statuses(cell) == [(1, "failed"), (4, "not_run")]
     assert_nothing_left(cell)
@@ -192,10 +204,15 @@ def test_mostly_http_errors_fail_the_level(tmp_path, tiny_model):
 
 def test_port_taken_by_another_process_is_refused_and_left_alone(tmp_path, tiny_model):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import socket,sys,time; s=socket.socket(); "
-         "s.bind(('127.0.0.1',0)); s.listen(); print(s.getsockname()[1], flush=True); "
-         "time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import socket,sys,time; s=socket.socket(); "
+            "s.bind(('127.0.0.1',0)); s.listen(); print(s.getsockname()[1], flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         port = int(holder.stdout.readline())
