@@ -28,8 +28,9 @@ def stack_config(wildcards):
 
 
 def stack_requirements(wildcards):
+    # The spec file a stack is built from: editing it rebuilds the stack.
     stack = SWEEP.stacks[wildcards.stack]
-    return [stack["requirements"]] if stack["kind"] == "venv" else []
+    return [stack[key] for key in ("requirements", "env_file") if key in stack]
 
 
 def model_source(wildcards):

@@ -21,6 +21,7 @@ from servesweep import CLIENT_VERSION
 from servesweep.client import ClientSettings, generate_once, run_level
 from servesweep.config import spec_hash
 from servesweep.engines import get_engine
+from servesweep.engines.base import counter_delta
 from servesweep.failures import classify_exit, classify_log, log_tail, read_log
 from servesweep.server import (
     BootFailure,
@@ -30,6 +31,7 @@ from servesweep.server import (
     port_is_free,
     wait_ready,
 )
+from servesweep.telemetry import GpuSampler, joules_per_token, visible_indices
 from servesweep.workload import load_tokenizer, random_prompts, sharegpt_prompts
 
 LOG_TAIL_LINES = 50
@@ -279,6 +281,8 @@ def _check_alive(spec, server, engine, settings, level) -> tuple[str, str] | Non
 
 
 def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log):
+    # NVML numbers GPUs physically; follow CUDA_VISIBLE_DEVICES when the cell has one.
+    gpu_indices = visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"))
     for index, (level, repeat) in enumerate(plan):
         unfit = _check_alive(spec, server, engine, settings, level)
         if unfit:
@@ -292,21 +296,31 @@ def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_di
             f"level {level} repeat {repeat}: {len(prompts)} requests "
             f"({spec['benchmark']['warmup']} warmup), concurrency {level}"
         )
-        summary = run_level(
-            settings,
-            prompts,
-            concurrency=level,
-            warmup=spec["benchmark"]["warmup"],
-            records_path=levels_dir / f"{name}.requests.jsonl",
-            level=level,
-            repeat=repeat,
-            progress=lambda msg, lv=level: log(f"  [level {lv}] {msg}"),
-            error_rate_threshold=spec["benchmark"]["error_rate_threshold"],
-        )
+        with GpuSampler(gpu_indices) as sampler:
+            summary = run_level(
+                settings,
+                prompts,
+                concurrency=level,
+                warmup=spec["benchmark"]["warmup"],
+                records_path=levels_dir / f"{name}.requests.jsonl",
+                level=level,
+                repeat=repeat,
+                progress=lambda msg, lv=level: log(f"  [level {lv}] {msg}"),
+                error_rate_threshold=spec["benchmark"]["error_rate_threshold"],
+            )
         summary["started_at"] = summary.get("started_at") or _now()
         # Server-side counters around the level (speculative accept length, cache hits…).
-        summary["server_before"] = before
-        summary["server_after"] = engine.snapshot(settings.base_url) if server.alive() else {}
+        after = engine.snapshot(settings.base_url) if server.alive() else {}
+        summary["server_before"], summary["server_after"] = before, after
+        summary["server_counters"] = counter_delta(
+            before.get("metrics", {}), after.get("metrics", {})
+        )
+        gpu = sampler.result()
+        summary["gpu"] = gpu
+        summary["energy_j"] = gpu.get("energy_j")
+        summary["joules_per_output_token"] = joules_per_token(
+            gpu, summary.get("total_output_tokens") or 0
+        )
         if summary.get("status") != "ok":
             # The client saw a fault; the process and its log say what it was.
             cause, died = diagnose(server, summary.get("cause") or "unknown")

@@ -265,6 +265,15 @@ def check_semantics(config: dict) -> None:
     for name, variant in resolved.items():
         if variant["engine"] == "command" and not variant["engine_options"].get("command"):
             raise ConfigError(f"config: variants.{name}.command: required for engine 'command'")
+    for name, variant in resolved.items():
+        # The adapter refuses flags it sets itself (--port, --model, …): say so here,
+        # in one line, rather than as a traceback when the job runs.
+        try:
+            get_engine(variant["engine"], variant["engine_options"]).command(
+                "<stack>/bin/python", "<model>", "127.0.0.1", "<port>", variant["flags"]
+            )
+        except ValueError as exc:
+            raise ConfigError(f"config: variants.{name}.flags: {exc}") from None
     for name, stack in config["stacks"].items():
         if stack["kind"] == "venv" and "requirements" not in stack:
             raise ConfigError(f"config: stacks.{name}.requirements: required for kind venv")

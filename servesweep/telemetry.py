@@ -85,7 +85,6 @@ class GpuSampler:
         return self
 
     def __exit__(self, *exc_info) -> bool:
-        self._ended = time.monotonic()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -96,6 +95,7 @@ class GpuSampler:
                     gpu.energy_end = self._energy(gpu)
             except Exception:
                 pass
+        self._ended = time.monotonic()
         self._close_nvml()
         return False  # never swallow the level's own exception
 

@@ -6,11 +6,15 @@ Add an engine by subclassing `Engine` in its own module and registering it in EN
 
 from servesweep.engines.base import Engine, flags_to_args
 from servesweep.engines.command import CommandEngine
+from servesweep.engines.sglang import SGLangEngine
 from servesweep.engines.transformers import TransformersEngine
+from servesweep.engines.vllm import VLLMEngine
 
 ENGINES: dict[str, type[Engine]] = {
     "transformers": TransformersEngine,
     "command": CommandEngine,
+    "sglang": SGLangEngine,
+    "vllm": VLLMEngine,
 }
 
 

@@ -32,6 +32,18 @@ def flags_to_args(flags: dict) -> list[str]:
     return args
 
 
+def check_reserved(engine: str, flags: dict, reserved: tuple[str, ...]) -> None:
+    """Refuse variant flags that servesweep sets itself (model, host, port): a second
+    `--port` would silently win over the port the cell checked and talks to."""
+    for name in flags:
+        bare = name.lstrip("-")
+        if bare in reserved:
+            raise ValueError(
+                f"engine {engine!r}: flag --{bare} is set by servesweep (from the model, "
+                "server.host and server.port); remove it from the variant"
+            )
+
+
 def _scalar(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -166,11 +178,12 @@ class Engine:
                 status, body = http_request("GET", base_url + self.metrics_path, timeout_s)
                 if status == 200:
                     parsed = parse_prometheus(body.decode("utf-8", "replace"))
-                    # Buckets are most of the page and say little per level.
+                    # Buckets are most of the page and say little per level; NaN
+                    # and infinities are not JSON.
                     out["metrics"] = {
                         k: v
                         for k, v in parsed.items()
-                        if not k.split("{", 1)[0].endswith("_bucket")
+                        if math.isfinite(v) and not k.split("{", 1)[0].endswith("_bucket")
                     }
             for path in self.server_info_paths:
                 status, body = http_request("GET", base_url + path, timeout_s)

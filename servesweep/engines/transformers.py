@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servesweep.engines.base import Engine, flags_to_args
+from servesweep.engines.base import Engine, check_reserved, flags_to_args
 
 
 class TransformersEngine(Engine):
@@ -17,6 +17,7 @@ class TransformersEngine(Engine):
     ) -> list[str]:
         # The console script beside the stack's interpreter, so the stack's own
         # transformers runs (never the workflow's).
+        check_reserved(self.name, flags, ("host", "port"))
         cli = str(Path(python).parent / "transformers")
         return [
             cli,
