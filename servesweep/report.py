@@ -399,6 +399,31 @@ def _failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
     return out
 
 
+def _gpu_rows(cells: list[dict]) -> list[dict]:
+    """One row per (cell, level, repeat, GPU) with NVML telemetry; none without NVML."""
+    rows = []
+    for c in cells:
+        for lev in c.get("levels") or []:
+            gpu = lev.get("gpu") or {}
+            if not gpu.get("available"):
+                continue
+            for g in gpu.get("gpus") or []:
+                rows.append(
+                    {
+                        "where": f"{c['stack']} / {c['model']} / {c['variant']}",
+                        "level": lev.get("level"),
+                        "repeat": lev.get("repeat"),
+                        "gpu": f"{g.get('index')} {g.get('name') or ''}".strip(),
+                        "mem_start": fmt(g.get("memory_used_start_mib"), 0),
+                        "mem_peak": fmt(g.get("memory_used_peak_mib"), 0),
+                        "power": fmt(g.get("power_mean_w")),
+                        "energy": fmt(g.get("energy_j")),
+                        "j_per_token": fmt(lev.get("joules_per_output_token"), 3),
+                    }
+                )
+    return rows
+
+
 def _log_text(tail) -> str | None:
     if tail is None:
         return None
@@ -554,6 +579,7 @@ def build_report(
         latency_cols=[name for name, _ in LATENCY_COLS],
         plots=[p for p in plots if p],
         boots=boots,
+        gpu_rows=_gpu_rows(cells),
         failures=_failures(df, cells),
         log_text=_log_text,
         manifests=_manifests(cells),

@@ -1,6 +1,7 @@
 """report: throughput table math and the self-contained HTML report."""
 
 import base64
+import json
 import math
 import re
 import statistics
@@ -118,3 +119,41 @@ def test_report_without_failures(sweep, tmp_path):
     html = out.read_text()
     assert "No failures" in html
     assert ">stale<" not in html
+
+
+def test_gpu_telemetry_table(sweep, tmp_path):
+    paths, _, _ = sweep
+    path = next(p for p in paths if p.parent.name == "cb")
+    cell = json.loads(path.read_text())
+    level = cell["levels"][0]
+    level["gpu"] = {
+        "available": True,
+        "energy_j": 1234.5,
+        "gpus": [
+            {
+                "index": 3,
+                "name": "NVIDIA H200",
+                "memory_used_start_mib": 20480,
+                "memory_used_peak_mib": 21978,
+                "power_mean_w": 599.25,
+                "energy_j": 1234.5,
+            },
+        ],
+    }
+    level["joules_per_output_token"] = 1234.5 / 800
+    path.write_text(json.dumps(cell))
+    csv = tmp_path / "gpu.csv"
+    collect(paths, csv, levels=LEVELS)
+    out = tmp_path / "gpu.html"
+    build_report(csv, paths, out)
+    html = out.read_text()
+    section = html[html.index("GPU memory and energy") : html.index("<h2>Failures")]
+    for text in ("3 NVIDIA H200", ">20480<", ">21978<", ">599.2<", ">1234.5<", ">1.543<"):
+        assert text in section, text
+
+
+def test_no_gpu_telemetry_is_said(sweep, tmp_path):
+    paths, csv, _ = sweep
+    out = tmp_path / "r.html"
+    build_report(csv, paths, out)
+    assert "No GPU telemetry" in out.read_text()
