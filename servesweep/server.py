@@ -21,6 +21,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servesweep.telemetry import wait_gpus_released
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -109,6 +111,7 @@ class Teardown:
     escalated: bool  # SIGKILL was needed
     leftover_pids: list[int] = field(default_factory=list)
     port_free: bool = True
+    gpus_released: bool | None = None  # None: no NVML on this host
 
     def as_dict(self) -> dict:
         return {
@@ -117,6 +120,7 @@ class Teardown:
             "escalated": self.escalated,
             "leftover_pids": self.leftover_pids,
             "port_free": self.port_free,
+            "gpus_released": self.gpus_released,
         }
 
 
@@ -215,16 +219,19 @@ class ServerProcess:
             self.proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
             pass
-        # The port may take a moment to be released after the process is gone.
+        # The port may take a moment to be released after the process is gone, and on
+        # NVIDIA hosts the GPU contexts too (None where there is no NVML).
         port_free = _wait_port_free(self.host, self.port, 5.0)
+        gpus_released = wait_gpus_released(self._known | {self.proc.pid}, timeout_s=30.0)
         self._stop_watchdog()
         self._log.close()
         return Teardown(
-            clean=not remaining and port_free,
+            clean=not remaining and port_free and gpus_released is not False,
             seconds=time.monotonic() - start,
             escalated=escalated,
             leftover_pids=remaining,
             port_free=port_free,
+            gpus_released=gpus_released,
         )
 
     def _stop_watchdog(self) -> None:

@@ -237,3 +237,40 @@ def joules_per_token(result: dict, output_tokens: int | None) -> float | None:
     if energy is None or not output_tokens:
         return None
     return round(energy / output_tokens, 6)
+
+
+def gpu_process_ids() -> set[int] | None:
+    """PIDs holding a compute context on any GPU; None without NVML."""
+    nvml, _ = _nvml()
+    if nvml is None:
+        return None
+    pids: set[int] = set()
+    try:
+        for i in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                pids.add(int(proc.pid))
+    except Exception:  # a partial answer is still an answer; never fail a teardown
+        pass
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
+    return pids
+
+
+def wait_gpus_released(pids: set[int], timeout_s: float = 30.0) -> bool | None:
+    """Wait until none of `pids` holds a GPU context any more (the driver frees memory a
+    little after the process is gone). True when released, False on timeout, None
+    without NVML."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        holding = gpu_process_ids()
+        if holding is None:
+            return None
+        if not holding & pids:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)

@@ -157,3 +157,28 @@ def test_real_gpu_is_sampled():
     assert gpu["memory_used_peak_mib"] is not None and gpu["memory_used_peak_mib"] >= 0
     assert gpu["power_mean_w"] is not None and gpu["power_mean_w"] > 0
     assert gpu["energy_j"] is not None and gpu["energy_j"] >= 0
+
+
+def test_teardown_waits_for_gpu_contexts_to_go(monkeypatch):
+    from servesweep.telemetry import gpu_process_ids, wait_gpus_released
+
+    nvml = fake_nvml({0: [1000]}, watts=100.0)
+    holders = [[41, 42], [42], []]  # the driver lets go a little after the process ends
+
+    def running(handle):
+        pids = holders.pop(0) if len(holders) > 1 else holders[0]
+        return [types.SimpleNamespace(pid=p) for p in pids]
+
+    nvml.nvmlDeviceGetComputeRunningProcesses = running
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert gpu_process_ids() == {41, 42}
+    assert wait_gpus_released({42}, timeout_s=5) is True
+    holders[:] = [[7]]
+    assert wait_gpus_released({7}, timeout_s=0.6) is False
+
+
+def test_teardown_without_nvml_is_unknown_not_failed(monkeypatch):
+    from servesweep.telemetry import wait_gpus_released
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert wait_gpus_released({1}, timeout_s=1) is None
