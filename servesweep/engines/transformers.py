@@ -11,6 +11,10 @@ class TransformersEngine(Engine):
     name = "transformers"
     # No /metrics and no prefix cache to flush (measured with transformers 5.24).
     metrics_path = None
+    # /v1/models lists a local-path model in 5.24 but answers 500 in 5.17 (it only scans
+    # the hub cache; seen on the H200 image). Readiness does not need it: the real
+    # generation it runs names the model, and a server pinned to another model refuses.
+    models_path = None
 
     def command(
         self, python: str, model_path: str, host: str, port, flags: dict, gpus: int = 0
