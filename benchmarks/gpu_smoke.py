@@ -122,9 +122,11 @@ def server_module_report(python: str) -> dict:
         "for n in sys.argv[1:]:\n"
         "    try:\n"
         "        m = importlib.import_module(n)\n"
-        "        try: v = md.version(n.replace('_', '-') if n != 'opentelemetry' else 'opentelemetry-api')\n"
+        "        dist = n.replace('_', '-') if n != 'opentelemetry' else 'opentelemetry-api'\n"
+        "        try: v = md.version(dist)\n"
         "        except Exception: v = getattr(m, '__version__', '?')\n"
-        "        out[n] = v + (' (/tmp/site)' if (getattr(m, '__file__', '') or '').startswith('/tmp/site') else '')\n"
+        "        where = getattr(m, '__file__', '') or ''\n"
+        "        out[n] = v + (' (/tmp/site)' if where.startswith('/tmp/site') else '')\n"
         "    except Exception as e:\n"
         "        out[n] = 'MISSING: %s: %s' % (type(e).__name__, str(e)[:120])\n"
         "print(json.dumps(out))\n"
@@ -409,9 +411,8 @@ def main() -> int:
             save_digest()
         return 1
     finally:
-        log(
-            f"done in {time.monotonic() - T0:.1f} s; OUT holds {sorted(p.name for p in out.iterdir())}"
-        )
+        held = sorted(p.name for p in out.iterdir())
+        log(f"done in {time.monotonic() - T0:.1f} s; OUT holds {held}")
 
 
 if __name__ == "__main__":
