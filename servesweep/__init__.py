@@ -8,4 +8,4 @@ __version__ = "0.1.0"
 
 # Bumped whenever the benchmark client's measurement changes; results carry it
 # so the report can mark rows measured by an older client as stale.
-CLIENT_VERSION = "1"
+CLIENT_VERSION = "2"

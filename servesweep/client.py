@@ -1,36 +1,40 @@
 """Streaming benchmark client for OpenAI-compatible servers (DESIGN.md §5, docs/metrics.md).
 
-The timing path is kept lean: each request reads its raw byte stream in a tight loop and
-appends (perf_counter_ns, bytes) per read. SSE parsing and retokenization wait until the
-level is over (up to DEFER_BUDGET_BYTES of raw bytes; past that a stream is parsed as soon as
-its request ends), and every event is stamped with the arrival of the read that completed it.
-One process for now; run_requests is the unit a multi-process client would hand each worker.
+A level runs in worker processes (`servesweep/client_worker.py`), each with its own event
+loop (uvloop where installed) and its own keep-alive connections, sharing the level's
+concurrency: `workers` = min(usable cores, ceil(level / STREAMS_PER_WORKER)) unless set. This
+process only coordinates: it hands out the requests, watches for a stall, and afterwards
+turns the workers' raw timelines into request records (retokenizing off the timing path)
+and the level summary.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import gc
 import json
+import math
+import os
 import resource
+import selectors
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiohttp
-
+from servesweep import client_worker as cw
 from servesweep import metrics
+from servesweep.client_worker import BadStream, Stream, parse_stream, sse_events  # noqa: F401
 from servesweep.workload import Prompt
 
 PROGRESS_EVERY_S = 5.0
-TICK_S = 0.01  # loop-lag ticker period; also how often stalls are checked
-READ_BUFSIZE = 1 << 20
-DEFER_BUDGET_BYTES = 512 << 20  # raw stream bytes kept for parsing after the level
-_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-_SSE_FIELDS = (b"event:", b"id:", b"retry:")
-_json_decode = json.JSONDecoder().decode  # skips json.loads' per-call encoding sniffing
+STREAMS_PER_WORKER = 256  # one more worker process per this many streams, up to the cores
+DEFER_BUDGET_BYTES = 1 << 30  # raw stream bytes all workers keep for parsing after the level
+PACKED_BUDGET_BYTES = 1 << 30  # past that, compressed stream bytes they keep
+WORKER_START_TIMEOUT_S = 60.0
+WORKER_PATH = str(Path(cw.__file__).resolve())
 
 
 @dataclass
@@ -41,7 +45,8 @@ class ClientSettings:
     request_timeout_s: float = 600.0
     stall_timeout_s: float = 120.0  # level aborted when NO request made progress this long
     extra_body: dict = field(default_factory=dict)  # merged into every request body
-    tokenizer: object | None = None  # tokenizers.Tokenizer, for the retokenized cross-check
+    tokenizer: object | None = None  # tokenizers.Tokenizer, for the retokenized counts
+    workers: int | None = None  # worker processes; None: by level and usable cores
 
 
 def endpoint_url(settings: ClientSettings) -> str:
@@ -70,271 +75,16 @@ def request_body(settings: ClientSettings, text: str, max_tokens: int) -> dict:
     return body
 
 
-# ---- SSE parsing (off the timing path) -----------------------------------------------------
-
-
-class BadStream(ValueError):
-    pass
-
-
-@dataclass
-class Stream:
-    """What a finished response stream said."""
-
-    chunk_ns: list[int] = field(default_factory=list)  # arrival of each content chunk
-    texts: list[str] = field(default_factory=list)  # its text (reasoning + content)
-    usage_cumulative: list[int | None] = field(default_factory=list)  # usage on that chunk
-    prompt_tokens: int | None = None  # from the last usage seen
-    completion_tokens: int | None = None
-    finished: bool = False  # saw a finish_reason or [DONE]
-    error: str | None = None  # bad_stream or stream_error
-    detail: str | None = None
-
-
-def sse_events(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-    """(arrival_ns, event block) per SSE event, stamped with the read that completed it.
-    A trailing event without its blank line still counts (some servers end that way)."""
-    events: list[tuple[int, bytes]] = []
-    pending = b""
-    for t, data in reads:
-        buf = pending + data
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
-        *blocks, pending = buf.split(b"\n\n")
-        events.extend((t, b) for b in blocks)
-    if pending.strip():
-        events.append((reads[-1][0], pending))
-    return events
-
-
-def _event_data(block: bytes) -> bytes | None:
-    if block.startswith(b"data: ") and b"\n" not in block:  # the usual one-line event
-        return block[6:]
-    data = []
-    for line in block.split(b"\n"):
-        if line.startswith(b"data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(b" ") else value)
-        elif line and not line.startswith(b":") and not line.startswith(_SSE_FIELDS):
-            raise BadStream(f"not an SSE line: {line[:80]!r}")
-    return b"\n".join(data) if data else None
-
-
-def _chunk_text(choice: dict) -> str:
-    text = choice.get("text") or ""
-    delta = choice.get("delta") or {}
-    # Some servers send the same reasoning under both names: take one.
-    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    if isinstance(reasoning, str):
-        text += reasoning
-    content = delta.get("content")
-    if isinstance(content, str):
-        text += content
-    return text
-
-
-def parse_stream(reads: list[tuple[int, bytes]]) -> Stream:
-    """Content chunks, usage and end of an OpenAI-style completion stream."""
-    s = Stream()
-    try:
-        for t, block in sse_events(reads):
-            data = _event_data(block)
-            if data is None:
-                continue
-            if data.strip() == b"[DONE]":
-                s.finished = True
-                continue
-            try:
-                obj = _json_decode(data.decode())
-            except ValueError as exc:
-                raise BadStream(f"not JSON: {data[:80]!r}") from exc
-            if not isinstance(obj, dict):
-                raise BadStream(f"not a JSON object: {data[:80]!r}")
-            if obj.get("error"):
-                s.error, s.detail = "stream_error", str(obj["error"])[:300]
-                return s
-            usage = obj.get("usage")
-            if isinstance(usage, dict):
-                s.prompt_tokens = usage.get("prompt_tokens", s.prompt_tokens)
-                s.completion_tokens = usage.get("completion_tokens", s.completion_tokens)
-            choices = obj.get("choices") or []
-            if not choices:  # e.g. the final usage chunk
-                continue
-            choice = choices[0]
-            if choice.get("finish_reason"):
-                s.finished = True
-            text = _chunk_text(choice)
-            if text:  # role-only and empty chunks carry no token
-                s.chunk_ns.append(t)
-                s.texts.append(text)
-                s.usage_cumulative.append(
-                    usage.get("completion_tokens") if isinstance(usage, dict) else None
-                )
-    except (BadStream, AttributeError, TypeError) as exc:
-        s.error, s.detail = "bad_stream", str(exc)[:300]
-    return s
-
-
-# ---- the request loop ----------------------------------------------------------------------
-
-
-class _State:
-    """Shared by the requests of one level; read by the monitor."""
-
-    def __init__(self, total: int):
-        self.total = total
-        self.inflight = 0
-        self.done = 0
-        self.errors = 0
-        self.events = 0  # SSE events received by finished requests
-        self.deferred_bytes = 0
-        self.last_progress_ns = time.perf_counter_ns()
-        self.stalled = False
-        self.max_lag_s = 0.0
-        self.tasks: list[asyncio.Task] = []
-
-
-def make_session(settings: ClientSettings) -> aiohttp.ClientSession:
-    # The workers bound concurrency, so the connector does not (limit=0).
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0),
-        timeout=aiohttp.ClientTimeout(total=settings.request_timeout_s),
-        read_bufsize=READ_BUFSIZE,
-        trust_env=False,
-    )
-
-
-async def _send(session, url: str, payload: bytes, raw: dict, state: _State) -> None:
-    """One streamed request; fills raw with its status, reads or error kind."""
-    reads: list[tuple[int, bytes]] = []
-    raw.update(status_code=None, error=None, detail=None, reads=reads)
-    state.inflight += 1
-    raw["sent_ns"] = time.perf_counter_ns()
-    try:
-        async with session.post(url, data=payload, headers=_HEADERS) as resp:
-            raw["status_code"] = resp.status
-            if resp.status != 200:
-                raw["error"] = f"http_{resp.status}"
-                raw["detail"] = (await resp.read())[:300].decode(errors="replace")
-            else:
-                read = resp.content.readany
-                while True:
-                    data = await read()
-                    t = time.perf_counter_ns()
-                    if not data:
-                        break
-                    reads.append((t, data))
-                    state.last_progress_ns = t
-    except asyncio.CancelledError:
-        raw["error"] = "stalled"  # the monitor aborted the level
-        raise
-    except TimeoutError:  # also aiohttp's socket timeouts
-        raw["error"] = "timeout"
-    except aiohttp.ClientConnectorError as exc:
-        raw["error"], raw["detail"] = "connect", str(exc)[:300]
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, ConnectionError) as exc:
-        raw["error"], raw["detail"] = "disconnect", str(exc)[:300]
-    except aiohttp.ClientOSError as exc:
-        raw["error"], raw["detail"] = "disconnect", str(exc)[:300]
-    except (aiohttp.ClientError, ValueError) as exc:
-        raw["error"], raw["detail"] = "client_error", f"{type(exc).__name__}: {exc}"[:300]
-    finally:
-        now = time.perf_counter_ns()
-        # A good request ends at its last byte; a failed one when the failure was seen.
-        raw["end_ns"] = reads[-1][0] if reads and raw["error"] is None else now
-        state.inflight -= 1
-        if raw["error"] != "stalled":
-            state.last_progress_ns = now
-
-
-def _finish(raw: dict, state: _State) -> None:
-    """Book a finished request. Its stream is parsed after the level, while the memory budget
-    lasts, so parsing does not compete with the timing of the requests still in flight."""
-    state.done += 1
-    if raw["error"] is not None:
-        state.errors += 1
-        raw.pop("reads")
-        return
-    reads = raw["reads"]
-    state.events += sum(data.count(b"\n\n") for _, data in reads)
-    if state.deferred_bytes < DEFER_BUDGET_BYTES:
-        state.deferred_bytes += sum(len(data) for _, data in reads) + 100 * len(reads)
-    else:
-        _parse(raw)
-
-
-def _parse(raw: dict) -> None:
-    """Parse a request's stream and drop its raw bytes; stream faults become its error."""
-    s = parse_stream(raw.pop("reads"))
-    raw["stream"] = s
-    if s.error:
-        raw["error"], raw["detail"] = s.error, s.detail
-    elif not s.chunk_ns:
-        # A stream that finished properly but said nothing vs one that just ended.
-        raw["error"] = "empty" if s.finished else "disconnect"
-
-
-async def run_requests(
-    session: aiohttp.ClientSession,
-    settings: ClientSettings,
-    jobs: list[tuple[int, bool, Prompt]],
-    concurrency: int,
-    state: _State,
-    sink: list[dict],
-) -> None:
-    """Send jobs (index, warmup, prompt) with at most `concurrency` in flight; append one raw
-    result per request to sink. This is the unit a multi-process client would give each
-    worker process (perf_counter_ns is CLOCK_MONOTONIC, comparable across processes)."""
-    url = endpoint_url(settings)
-    pending = iter(jobs)
-
-    async def worker() -> None:
-        for index, warmup, prompt in pending:  # workers share one iterator
-            payload = json.dumps(request_body(settings, prompt.text, prompt.output_tokens))
-            raw = {"index": index, "warmup": warmup, "prompt": prompt}
-            sink.append(raw)
-            await _send(session, url, payload.encode(), raw, state)
-            _finish(raw, state)
-
-    state.tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(jobs)))]
-    results = await asyncio.gather(*state.tasks, return_exceptions=True)
-    for r in results:
-        if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
-            raise r
-
-
-async def _monitor(state: _State, stall_timeout_s: float, progress, label: str) -> None:
-    """Measures event-loop lag, aborts the level on a stall, reports progress."""
-    stall_ns = int(stall_timeout_s * 1e9)
-    last_report = time.perf_counter()
-    last_events = 0
-    while True:
-        before = time.perf_counter()
-        await asyncio.sleep(TICK_S)
-        now = time.perf_counter()
-        state.max_lag_s = max(state.max_lag_s, now - before - TICK_S)
-        if state.inflight and time.perf_counter_ns() - state.last_progress_ns > stall_ns:
-            state.stalled = True
-            if progress:
-                progress(
-                    f"{label}no progress for {stall_timeout_s:g} s with {state.inflight} "
-                    "in flight: aborting the level (hung)"
-                )
-            for task in state.tasks:
-                task.cancel()
-            return
-        if progress and now - last_report >= PROGRESS_EVERY_S:
-            # SSE events of finished requests: about one per token for most servers.
-            rate = (state.events - last_events) / (now - last_report)
-            progress(
-                f"{label}{state.done}/{state.total} done, {state.inflight} in flight, "
-                f"{state.errors} errors, {rate:.0f} events/s"
-            )
-            last_report, last_events = now, state.events
+def worker_count(settings: ClientSettings, concurrency: int) -> int:
+    if settings.workers:
+        return max(1, min(settings.workers, concurrency))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, math.ceil(concurrency / STREAMS_PER_WORKER)))
 
 
 def raise_open_file_limit() -> None:
-    """Soft open-file limit up to the hard one: 1,024 streams need more than 1,024 fds."""
+    """Soft open-file limit up to the hard one: 1,024 streams need more than 1,024 fds.
+    Worker processes inherit it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     for target in (hard, 1 << 20, 65536):
         if target != resource.RLIM_INFINITY and soft != resource.RLIM_INFINITY and soft >= target:
@@ -346,12 +96,128 @@ def raise_open_file_limit() -> None:
             continue
 
 
-def _loop_factory():
+def _split(n: int, parts: int) -> list[int]:
+    return [n // parts + (i < n % parts) for i in range(parts)]
+
+
+# ---- the worker processes -------------------------------------------------------------------
+
+
+class _Pool:
+    """The level's worker processes, and what they last said."""
+
+    def __init__(self, cfgs: list[dict]):
+        self.procs: list[subprocess.Popen] = []
+        self.readers = [cw.MsgReader() for _ in cfgs]
+        self.status = [(0, 0, 0, 0, time.perf_counter_ns()) for _ in cfgs]
+        self.results: list = [None] * len(cfgs)
+        self.phase_done = [set() for _ in cfgs]
+        self.ready_ns = [None] * len(cfgs)
+        self.sel = selectors.DefaultSelector()
+        for i, cfg in enumerate(cfgs):
+            proc = subprocess.Popen(
+                [sys.executable, WORKER_PATH],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+            )
+            self.procs.append(proc)
+            self.sel.register(proc.stdout, selectors.EVENT_READ, i)
+            cw.send_msg(proc.stdin.fileno(), ("setup", cfg))
+
+    def send(self, msg) -> None:
+        for proc in self.procs:
+            try:
+                cw.send_msg(proc.stdin.fileno(), msg)
+            except (BrokenPipeError, OSError):
+                pass  # a dead worker is reported by poll()
+
+    def poll(self, timeout_s: float) -> None:
+        """Read whatever the workers said within timeout_s."""
+        for key, _ in self.sel.select(timeout_s):
+            i = key.data
+            data = os.read(key.fd, 1 << 20)
+            if not data:
+                self.sel.unregister(key.fileobj)
+                if self.results[i] is None:
+                    code = self.procs[i].wait()
+                    raise RuntimeError(f"client worker {i} exited with code {code}")
+                continue
+            for msg in self.readers[i].feed(data):
+                if msg[0] == "status":
+                    self.status[i] = msg[1:]
+                elif msg[0] == "phase_done":
+                    self.phase_done[i].add(msg[1])
+                elif msg[0] == "ready":
+                    self.ready_ns[i] = msg[1]
+                elif msg[0] == "result":
+                    self.results[i] = msg[1:]
+
+    def close(self) -> None:
+        self.sel.close()
+        for proc in self.procs:
+            for pipe in (proc.stdin, proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+            if proc.poll() is None:
+                proc.kill()  # our own child, by its pid
+            proc.wait()
+
+
+def _run_workers(
+    cfgs: list[dict], total: int, stall_timeout_s: float, progress, label: str
+) -> tuple[list, bool, int]:
+    """Run the level's phases on the workers; returns (results, stalled, t0_ns)."""
+    pool = _Pool(cfgs)
     try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
+        deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+        while None in pool.ready_ns:
+            if time.monotonic() > deadline:
+                raise RuntimeError("client workers did not start")
+            pool.poll(0.1)
+        stall_ns = int(stall_timeout_s * 1e9)
+        stalled = False
+        t0_ns = time.perf_counter_ns()
+        last_report, last_events = time.monotonic(), 0
+        for phase in (0, 1):
+            start_ns = time.perf_counter_ns()
+            pool.status = [(0, s[1], s[2], s[3], start_ns) for s in pool.status]
+            pool.send(("go", phase))
+            while not all(phase in done for done in pool.phase_done):
+                pool.poll(0.05)
+                inflight = sum(s[0] for s in pool.status)
+                last_ns = max(start_ns, *(s[4] for s in pool.status))
+                if not stalled and inflight and time.perf_counter_ns() - last_ns > stall_ns:
+                    stalled = True
+                    if progress:
+                        progress(
+                            f"{label}no progress for {stall_timeout_s:g} s with {inflight} "
+                            "in flight: aborting the level (hung)"
+                        )
+                    pool.send(("abort",))
+                now = time.monotonic()
+                if progress and now - last_report >= PROGRESS_EVERY_S:
+                    done = sum(s[1] for s in pool.status)
+                    errors = sum(s[2] for s in pool.status)
+                    events = sum(s[3] for s in pool.status)
+                    # SSE events of finished requests: about one per token for most servers.
+                    rate = (events - last_events) / (now - last_report)
+                    progress(
+                        f"{label}{done}/{total} done, {inflight} in flight, {errors} errors, "
+                        f"{rate:.0f} events/s"
+                    )
+                    last_report, last_events = now, events
+            if phase == 0 and cfgs[0]["phase_end"][0] > 0 and progress and not stalled:
+                progress(f"{label}warmup done ({cfgs[0]['phase_end'][0]} requests)")
+            if stalled:
+                break
+        while None in pool.results:
+            pool.poll(1.0)
+        return pool.results, stalled, t0_ns
+    finally:
+        pool.close()
 
 
 # ---- records --------------------------------------------------------------------------------
@@ -365,93 +231,75 @@ def _token_counts(tokenizer, texts: list[str]) -> list[int]:
     return counts
 
 
-def build_records(raws: list[dict], tokenizer, t0_ns: int) -> list[dict]:
-    """Request records (docs/records.md) from raw results, sorted by index."""
-    raws = sorted(raws, key=lambda r: r["index"])
-    for raw in raws:
-        if "reads" in raw:  # deferred, or cut off by a stall
-            if raw["error"] is None:
-                _parse(raw)
-            else:
-                del raw["reads"]
-    good = [r for r in raws if r["error"] is None]
-    retok_chunks: list[list[int] | None] = [None] * len(good)
-    retok_total: list[int | None] = [None] * len(good)
-    if tokenizer is not None and good:
-        texts = [t for r in good for t in r["stream"].texts]
-        texts += ["".join(r["stream"].texts) for r in good]
-        counts = _token_counts(tokenizer, texts)
-        at = 0
-        for i, r in enumerate(good):
-            n = len(r["stream"].texts)
-            retok_chunks[i] = counts[at : at + n]
-            at += n
-        retok_total = counts[at:]
-    retok = {id(r): (c, t) for r, c, t in zip(good, retok_chunks, retok_total, strict=True)}
+def _retokenize(tokenizer, streams: list[tuple]) -> list[tuple[list[int], int]]:
+    """Per stream: each chunk's text encoded alone, and the whole text encoded at once.
+    Chunk texts repeat a lot (one token each, mostly), so each distinct one is encoded once."""
+    distinct: dict[str, int] = {}
+    for s in streams:
+        for text in s[1]:
+            distinct.setdefault(text, len(distinct))
+    counts = _token_counts(tokenizer, list(distinct))
+    whole = _token_counts(tokenizer, ["".join(s[1]) for s in streams])
+    return [([counts[distinct[t]] for t in s[1]], w) for s, w in zip(streams, whole, strict=True)]
+
+
+def build_records(rows: list[tuple], prompts: list[Prompt], warmup: int, tokenizer, t0_ns: int):
+    """Request records (docs/records.md) from the workers' result rows, sorted by index.
+    A row is (index, status, error, detail, sent_ns, end_ns, stream, worker) where stream is
+    (chunk_ns, texts, usage_cumulative, prompt_tokens, completion_tokens) or None."""
+    rows = sorted(rows, key=lambda r: r[0])
+    good = [r for r in rows if r[2] is None]
+    retok = _retokenize(tokenizer, [r[6] for r in good]) if tokenizer is not None else None
+    retok_by_index = {r[0]: rt for r, rt in zip(good, retok, strict=True)} if retok else {}
 
     records = []
-    for raw in raws:
-        prompt: Prompt = raw["prompt"]
+    for index, status, error, detail, sent_ns, end_ns, stream, worker in rows:
         rec = {
-            "index": raw["index"],
-            "warmup": raw["warmup"],
-            "ok": raw["error"] is None,
-            "error": raw["error"],
-            "status_code": raw["status_code"],
-            "prompt_tokens": prompt.input_tokens,
+            "index": index,
+            "warmup": index < warmup,
+            "ok": error is None,
+            "error": error,
+            "status_code": status,
+            "prompt_tokens": prompts[index].input_tokens,
             "output_tokens": None,
             "retokenized_tokens": None,
+            "retokenized_whole_tokens": None,
             "usage_reported": False,
-            "sent_s": round((raw["sent_ns"] - t0_ns) / 1e9, 6),
-            "end_s": round((raw["end_ns"] - t0_ns) / 1e9, 6),
+            "worker": worker,
+            "sent_s": round((sent_ns - t0_ns) / 1e9, 6),
+            "end_s": round((end_ns - t0_ns) / 1e9, 6),
             "ttft_ms": None,
             "e2el_ms": None,
             "tpot_ms": None,
             "chunk_times_ms": [],
             "chunk_tokens": [],
+            "error_detail": detail,
         }
-        if raw["error"] is not None:
-            rec["error_detail"] = raw.get("detail")
+        if error is not None:
             records.append(rec)
             continue
-        s: Stream = raw["stream"]
-        chunks, total = retok[id(raw)]
-        if s.prompt_tokens is not None:
-            rec["prompt_tokens"] = s.prompt_tokens
-        rec["usage_reported"] = s.completion_tokens is not None
-        rec["retokenized_tokens"] = total
-        if s.completion_tokens is not None:
-            out = s.completion_tokens
+        chunk_ns, texts, usage_cumulative, prompt_tokens, completion_tokens = stream
+        chunks, whole = retok_by_index.get(index, (None, None))
+        if prompt_tokens is not None:
+            rec["prompt_tokens"] = prompt_tokens
+        rec["usage_reported"] = completion_tokens is not None
+        # Each chunk's text encoded alone, at least one token each (it came from one). The
+        # whole text encoded at once (SGLang's retokenized count) is kept for comparison;
+        # it is no check: random tokens do not re-encode to themselves.
+        rec["retokenized_tokens"] = sum(max(1, c) for c in chunks) if chunks else None
+        rec["retokenized_whole_tokens"] = whole
+        if completion_tokens is not None:
+            out = completion_tokens
         else:
-            out = total if total is not None else len(s.chunk_ns)
+            out = rec["retokenized_tokens"] if chunks is not None else len(chunk_ns)
         rec["output_tokens"] = out
-        per_chunk = metrics.tokens_per_chunk(s.usage_cumulative, chunks, out)
-        rec.update(
-            metrics.request_metrics(raw["sent_ns"], raw["end_ns"], s.chunk_ns, per_chunk, out)
-        )
+        per_chunk = metrics.tokens_per_chunk(usage_cumulative, chunks, out)
+        rec.update(metrics.request_metrics(sent_ns, end_ns, chunk_ns, per_chunk, out))
         records.append(rec)
     return records
 
 
 # ---- entry points ---------------------------------------------------------------------------
-
-
-async def _level(settings, jobs, concurrency, warmup, state, progress, label) -> list[dict]:
-    sink: list[dict] = []
-    async with make_session(settings) as session:
-        monitor = asyncio.create_task(_monitor(state, settings.stall_timeout_s, progress, label))
-        try:
-            if warmup:
-                await run_requests(
-                    session, settings, jobs[:warmup], min(concurrency, warmup), state, sink
-                )
-                if progress and not state.stalled:
-                    progress(f"{label}warmup done ({warmup} requests)")
-            if not state.stalled:
-                await run_requests(session, settings, jobs[warmup:], concurrency, state, sink)
-        finally:
-            monitor.cancel()
-    return sink
 
 
 def run_level(
@@ -473,27 +321,46 @@ def run_level(
         raise ValueError("concurrency must be at least 1")
     if not 0 <= warmup < len(prompts):
         raise ValueError(f"need more prompts ({len(prompts)}) than warmup requests ({warmup})")
+    endpoint_url(settings)  # fails early on a bad endpoint
     raise_open_file_limit()
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    jobs = [(i, i < warmup, p) for i, p in enumerate(prompts)]
-    state = _State(len(prompts))
+    n = len(prompts)
+    workers = worker_count(settings, concurrency)
     label = f"L{level} r{repeat}: "
-    # No garbage collection while requests are timed: its pauses delay every timestamp, and
-    # a level makes almost no cyclic garbage (~2 objects per request, measured).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    cpu0 = time.process_time()
-    t0_ns = time.perf_counter_ns()
-    try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            raws = runner.run(_level(settings, jobs, concurrency, warmup, state, progress, label))
-    finally:
-        cpu_s = time.process_time() - cpu0
-        wall_s = (time.perf_counter_ns() - t0_ns) / 1e9
-        if gc_was_enabled:
-            gc.enable()
 
-    records = build_records(raws, settings.tokenizer, t0_ns)
+    with tempfile.TemporaryDirectory(prefix="servesweep-client-") as tmp:
+        # Request bodies in one file the workers map; they take job numbers from a shared
+        # counter (per phase: warmup, measured) so any free slot sends the next request.
+        offsets = [0]
+        with open(Path(tmp) / "jobs", "wb") as f:
+            for p in prompts:
+                body = json.dumps(request_body(settings, p.text, p.output_tokens)).encode()
+                f.write(body)
+                offsets.append(offsets[-1] + len(body))
+        (Path(tmp) / "counter").write_bytes(
+            (0).to_bytes(8, "little") + warmup.to_bytes(8, "little")
+        )
+        slots = [_split(min(concurrency, warmup), workers), _split(min(concurrency, n), workers)]
+        cfgs = [
+            {
+                "url": endpoint_url(settings),
+                "timeout_s": settings.request_timeout_s,
+                "jobs_path": str(Path(tmp) / "jobs"),
+                "counter_path": str(Path(tmp) / "counter"),
+                "offsets": offsets,
+                "phase_end": [warmup, n],
+                "slots": [slots[0][w], slots[1][w]],
+                "workers": workers,
+                "defer_budget_bytes": DEFER_BUDGET_BYTES // workers,
+                "packed_budget_bytes": PACKED_BUDGET_BYTES // workers,
+            }
+            for w in range(workers)
+        ]
+        results, stalled, t0_ns = _run_workers(cfgs, n, settings.stall_timeout_s, progress, label)
+
+    rows = [(*row, w) for w, (worker_rows, _) in enumerate(results) for row in worker_rows]
+    stats = [s for _, s in results]
+    records = build_records(rows, prompts, warmup, settings.tokenizer, t0_ns)
     records_path = Path(records_path)
     records_path.parent.mkdir(parents=True, exist_ok=True)
     with open(records_path, "w") as f:
@@ -505,20 +372,22 @@ def run_level(
         level,
         repeat,
         concurrency=concurrency,
-        num_prompts=len(prompts) - warmup,
-        stalled=state.stalled,
+        num_prompts=n - warmup,
+        stalled=stalled,
         error_rate_threshold=error_rate_threshold,
-        client_cpu_s=cpu_s,
-        client_wall_s=wall_s,
-        client_max_loop_lag_ms=state.max_lag_s * 1e3,
+        client_cpu_s=sum(s["cpu_s"] for s in stats),
+        client_cpu_share=max(s["cpu_s"] / s["wall_s"] if s["wall_s"] else 0.0 for s in stats),
+        client_max_loop_lag_ms=max(s["max_lag_ms"] for s in stats),
+        client_workers=workers,
         started_at=started_at,
         clock_origin_ns=t0_ns,
     )
     if progress:
+        held = summary["achieved_concurrency"]
         progress(
             f"{label}{summary['status']}: {summary['completed']} ok, {summary['failed']} failed, "
-            f"{summary['output_throughput'] or 0:.0f} output tok/s, "
-            f"achieved concurrency {summary['achieved_concurrency'] or 0:.1f}"
+            f"{summary['output_throughput'] or 0:.0f} output tok/s, achieved concurrency "
+            f"{'n/a' if held is None else f'{held:.1f}'}"
         )
     return summary
 
@@ -526,18 +395,12 @@ def run_level(
 async def generate_once(settings: ClientSettings, prompt_text: str, max_tokens: int) -> int:
     """One real streamed generation; returns its output tokens. Raises RuntimeError when the
     server does not deliver one (used for readiness)."""
-    state = _State(1)
-    raw = {"index": 0, "warmup": True, "prompt": Prompt(prompt_text, 0, max_tokens)}
     payload = json.dumps(request_body(settings, prompt_text, max_tokens)).encode()
-    async with make_session(settings) as session:
-        await _send(session, endpoint_url(settings), payload, raw, state)
-    _finish(raw, state)
-    if "reads" in raw:
-        _parse(raw)
-    if raw["error"]:
-        detail = f": {raw['detail']}" if raw.get("detail") else ""
-        raise RuntimeError(f"generation failed: {raw['error']}{detail}")
-    s: Stream = raw["stream"]
+    r = await cw.fetch(endpoint_url(settings), payload, settings.request_timeout_s)
+    if r.error:
+        detail = f": {r.detail}" if r.detail else ""
+        raise RuntimeError(f"generation failed: {r.error}{detail}")
+    s: Stream = r.stream
     if s.completion_tokens is not None:
         return s.completion_tokens
     if settings.tokenizer is not None:

@@ -49,11 +49,16 @@ LEVEL_FIELDS = [
     "steady_total_token_throughput",
     "peak_output_throughput",
     "achieved_concurrency",
+    "concurrency",
     "client_bound",
     *_LATENCY,
     "retokenized_mismatch",
     "client_cpu_s",
+    "client_cpu_share",
+    "client_workers",
     "client_max_loop_lag_ms",
+    "energy_j",
+    "joules_per_output_token",
     "started_at",
 ]
 

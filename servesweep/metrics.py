@@ -106,10 +106,15 @@ def chunk_gaps(chunk_times_ms: list[float]) -> np.ndarray:
 
 
 def retokenized_mismatch(record: dict) -> bool:
+    """The server's usage count is inconsistent with what streamed in: fewer tokens than
+    content chunks (each chunk came from at least one token), or more than the chunks' texts
+    retokenize to (each encoded alone, at least one), by more than 2 %."""
     usage, retok = record.get("output_tokens"), record.get("retokenized_tokens")
     if not usage or retok is None or not record.get("usage_reported", True):
         return False
-    return abs(retok - usage) / usage > RETOKENIZED_TOLERANCE
+    chunks = len(record.get("chunk_times_ms") or [])
+    tol = RETOKENIZED_TOLERANCE
+    return usage > retok * (1 + tol) or usage < chunks * (1 - tol)
 
 
 # ---- one level -----------------------------------------------------------------------------
@@ -171,8 +176,9 @@ def summarize(
     stalled: bool = False,
     error_rate_threshold: float = DEFAULT_ERROR_RATE_THRESHOLD,
     client_cpu_s: float | None = None,
-    client_wall_s: float | None = None,
+    client_cpu_share: float | None = None,
     client_max_loop_lag_ms: float | None = None,
+    client_workers: int | None = None,
     started_at: str | None = None,
     clock_origin_ns: int | None = None,
 ) -> dict:
@@ -180,7 +186,7 @@ def summarize(
 
     `num_prompts` is how many measured requests were asked for (default: as many as were
     recorded); `stalled` marks a level the client aborted because nothing progressed;
-    client_cpu_s / client_wall_s is the client process's CPU share while it ran the level."""
+    `client_cpu_share` is the busiest client worker's CPU time over its wall time."""
     measured = [r for r in records if not r.get("warmup")]
     ok = [r for r in measured if r.get("ok")]
     bad = [r for r in measured if not r.get("ok")]
@@ -222,11 +228,17 @@ def summarize(
     )
 
     window = steady_window(intervals, target)
+    last_sent = max((s for s, _ in intervals), default=None)
+    # Never `target` in flight although there were more requests than that to send: the
+    # client could not fill the level. Its mean in flight while it was sending says how far.
+    never_held = window is None and len(measured) > target
     if window is None:
         summary["steady_window_s"] = None
         summary["steady_output_throughput"] = None
         summary["steady_total_token_throughput"] = None
-        summary["steady_concurrency"] = None
+        achieved = None
+        if never_held and last_sent > first_sent:
+            achieved = mean_inflight(intervals, first_sent, last_sent)
     else:
         start, end = window
         length = end - start
@@ -237,23 +249,24 @@ def summarize(
         summary["steady_window_s"] = _r(length)
         summary["steady_output_throughput"] = _per(steady_out, length)
         summary["steady_total_token_throughput"] = _per(steady_out + steady_in, length)
-        summary["steady_concurrency"] = _r(mean_inflight(intervals, start, end))
+        achieved = mean_inflight(intervals, start, end)
 
     summary["peak_output_throughput"] = (
         peak_throughput(arrivals, arrival_tokens, first_sent) if first_sent is not None else None
     )
-    busy = sum(e - s for s, e in intervals)
-    achieved = busy / duration if duration else None
+    # Mean in flight over the steady window (null when there is none, e.g. when all the
+    # level's requests are sent at once); the whole level's mean, drain included, is SGLang's
+    # `concurrency`.
     summary["achieved_concurrency"] = _r(achieved)
-    cpu_share = client_cpu_s / client_wall_s if client_cpu_s is not None and client_wall_s else None
-    summary["client_cpu_share"] = _r(cpu_share)
-    # Client-bound: it did not keep the target in flight while it still had requests to send
-    # (the steady window; the whole level's figure also counts the drain at the end), or its
-    # one process was busy nearly all the time, which delays every timestamp.
-    held = summary["steady_concurrency"] if window is not None else achieved
+    busy = sum(e - s for s, e in intervals)
+    summary["concurrency"] = _r(busy / duration) if duration else None
+    summary["client_cpu_share"] = _r(client_cpu_share)
+    # Client-bound: it did not keep the target in flight while it still had requests to
+    # send, or a worker process was busy nearly all the time, which delays every timestamp.
     summary["client_bound"] = bool(
-        (held is not None and held < CLIENT_BOUND_RATIO * target)
-        or (cpu_share is not None and cpu_share >= CLIENT_CPU_SATURATED)
+        never_held
+        or (achieved is not None and achieved < CLIENT_BOUND_RATIO * target)
+        or (client_cpu_share is not None and client_cpu_share >= CLIENT_CPU_SATURATED)
     )
 
     series = {
@@ -270,6 +283,7 @@ def summarize(
     summary["retokenized_mismatch"] = sum(retokenized_mismatch(r) for r in ok)
     summary["client_cpu_s"] = _r(client_cpu_s)
     summary["client_max_loop_lag_ms"] = _r(client_max_loop_lag_ms)
+    summary["client_workers"] = client_workers
     summary["started_at"] = started_at
     summary["clock_origin_ns"] = clock_origin_ns
     return summary

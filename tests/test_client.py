@@ -1,45 +1,85 @@
 """The benchmark client against the scripted SSE server over real loopback HTTP.
 
-Accuracy is judged against what the server actually did (it records, in perf_counter_ns,
-when each request arrived and each chunk was written; CLOCK_MONOTONIC is shared across
-processes), so the server's own sleep jitter does not count against the client.
+Accuracy is judged against what the server actually did: it records, in perf_counter_ns
+(CLOCK_MONOTONIC, shared by every process), when each request's bytes were read off its
+socket and when each chunk was written, so its own sleep jitter does not count against the
+client. Where the machine has two cores, the server runs on one and the client's workers on
+the other, so the two do not queue behind each other.
 """
 
 import asyncio
+import contextlib
 import json
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
+from fixtures.raw_http import RawServer, chunked, completion_events, sse
 from fixtures.sse_server import WORDS, ServerProcess
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from servesweep import client as cl
+from servesweep import client_worker as cw
 from servesweep.client import ClientSettings, generate_once, parse_stream, run_level
 from servesweep.metrics import itl_gaps
 from servesweep.workload import Prompt, count_tokens, random_prompts, sharegpt_prompts
 
-# Accuracy bounds in ms. Measured on the project's 2-core box with the fixture server (another
-# Python process) on the same cores, quiet and while other test suites loaded both cores;
-# docs/metrics.md ("Accuracy") has the numbers. p50/p90 are the tight checks; p99 catches
-# gross errors only, since on a loaded 2-core box it swings with the neighbours (the kernel
-# wakes a process up to ~4 ms late, and a wave of requests restarting blocks the loop).
-#   delivery: the server wrote a chunk -> the client stamped its arrival
-#   gap: |client's chunk gap - server's write gap|, i.e. the error of itl and chunk_gap
-#   request: the client stamped "sent" -> the server's handler started. Part of TTFT and e2el
-#     by definition (a real server queues the same way); at high concurrency it is mostly the
-#     fixture server working through a burst of new connections.
-BOUNDS = {
-    1: {"delivery": (0.6, 1.0, 8.0), "gap": (0.3, 1.0, 8.0), "request": (1.5, 6.0)},
-    32: {"delivery": (1.0, 4.0, 25.0), "gap": (1.0, 5.0, 25.0), "request": (30.0, 50.0)},
-    128: {"delivery": (1.0, 6.0, 60.0), "gap": (1.0, 6.0, 60.0), "request": (100.0, 160.0)},
-}
+TWO_CORES = {0, 1} <= os.sched_getaffinity(0)
 
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerProcess() as srv:
+    with ServerProcess(cpu=1 if TWO_CORES else None) as srv:
         yield srv
+
+
+@contextlib.contextmanager
+def client_core():
+    """Client workers (children of this process) on core 0, the server on core 1."""
+    before = os.sched_getaffinity(0)
+    if TWO_CORES:
+        os.sched_setaffinity(0, {0})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+_PROBE = """
+import select, sys, time
+late = []
+while not select.select([sys.stdin], [], [], 0)[0]:  # until told to stop
+    t = time.perf_counter()
+    time.sleep(0.001)
+    late.append(time.perf_counter() - t - 0.001)
+late.sort()
+print(late[int(0.99 * (len(late) - 1))] * 1e3)
+"""
+
+
+class NoiseProbe:
+    """How late the machine wakes a sleeping process on the client's and the server's cores
+    while a level runs (p99, ms, the worse of the two): a floor under any client's
+    timestamps on a shared machine, which a quiet machine does not have."""
+
+    def __enter__(self):
+        self.procs = []
+        for core in sorted(os.sched_getaffinity(0))[:2]:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _PROBE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            os.sched_setaffinity(proc.pid, {core})
+            self.procs.append(proc)
+        return self
+
+    def __exit__(self, *exc):
+        self.p99_ms = max(float(p.communicate("stop\n", timeout=30)[0]) for p in self.procs)
 
 
 @pytest.fixture(scope="module")
@@ -59,71 +99,117 @@ def run(server, tmp_path, script, ps, concurrency, warmup=0, **settings):
     server.set_script(script)
     settings = ClientSettings(server.url, **settings)
     path = tmp_path / "requests.jsonl"
-    summary = run_level(settings, ps, concurrency, warmup, path, concurrency, 0)
+    with client_core():
+        summary = run_level(settings, ps, concurrency, warmup, path, concurrency, 0)
     records = [json.loads(line) for line in path.read_text().splitlines()]
     return summary, records, {t["prompt"]: t for t in server.truth()}
 
 
 def timing_errors(summary, records, truth, ps):
-    """Client timestamps vs the server's, in ms."""
+    """Measured minus true, in ms, over the measured requests.
+
+    A request's clock starts at `sent`, stamped in the same synchronous step as the write
+    that sends it, so the truth of each metric is its end as the server wrote it: TTFT runs
+    from sent to the first content chunk's write, e2el to the last byte's write. The errors
+    are then those of the arrival stamps. `request` (sent -> the server read the request)
+    is not an error: it is part of TTFT by definition, and on a busy server mostly the
+    server being late to read; it only has to be positive (one clock for both processes)."""
     origin = summary["clock_origin_ns"]
-    delivery, gap, request, ttft, e2el = [], [], [], [], []
+    err = {k: [] for k in ("ttft", "e2el", "tpot", "itl", "delivery", "request")}
     for r in records:
+        if r["warmup"]:
+            continue
         t = truth[ps[r["index"]].text]
         sent = origin + r["sent_s"] * 1e9
         arrived = sent + np.array(r["chunk_times_ms"]) * 1e6
         written = np.array(t["content_ns"], dtype=float)
-        delivery.extend((arrived - written) / 1e6)
-        gap.extend(np.abs(np.diff(arrived) - np.diff(written)) / 1e6)
-        request.append((t["recv_ns"] - sent) / 1e6)
-        ttft.append(r["ttft_ms"] - (written[0] - t["recv_ns"]) / 1e6)
-        e2el.append(r["e2el_ms"] - (t["end_ns"] - t["recv_ns"]) / 1e6)
-    p = {}
-    for name, values in [
-        ("delivery", delivery),
-        ("gap", gap),
-        ("request", request),
-        ("ttft", ttft),
-        ("e2el", e2el),
-    ]:
+        err["delivery"].extend((arrived - written) / 1e6)
+        err["itl"].extend((np.diff(arrived) - np.diff(written)) / 1e6)
+        err["request"].append((t["recv_ns"] - sent) / 1e6)
+        err["ttft"].append(r["ttft_ms"] - (written[0] - sent) / 1e6)
+        err["e2el"].append(r["e2el_ms"] - (t["end_ns"] - sent) / 1e6)
+        true_tpot = (t["end_ns"] - written[0]) / 1e6 / (r["output_tokens"] - 1)
+        err["tpot"].append(r["tpot_ms"] - true_tpot)
+    out = {}
+    for name, values in err.items():
         a = np.array(values)
-        p50, p90, p99 = np.percentile(a, [50, 90, 99])
-        p[name] = {"p50": p50, "p90": p90, "p99": p99, "min": a.min()}
-    return p
+        p50, p90, p99 = np.percentile(np.abs(a), [50, 90, 99])
+        out[name] = {"p50": p50, "p90": p90, "p99": p99, "min": a.min(), "max": a.max()}
+    return out
 
 
 # ---- accuracy -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    "concurrency, n, gap_ms",
-    [(1, 24, 5.0), (32, 64, 10.0), (128, 256, 40.0)],
+    "concurrency, n, tokens, gap_ms, bound_ms",
+    [(1, 100, 16, 2.0, 1.0), (256, 768, 12, 50.0, 5.0)],
 )
-def test_timing_accuracy(server, tmp_path, concurrency, n, gap_ms):
-    script = {"ttft_ms": 20.0, "gap_ms": gap_ms, "tokens_per_chunk": 1}
-    ps = prompts(n)
-    summary, records, truth = run(server, tmp_path, script, ps, concurrency)
+def test_timing_accuracy(server, tmp_path, concurrency, n, tokens, gap_ms, bound_ms):
+    # Each request's TTFT differs (5-47 ms), so requests do not end and restart in waves.
+    # The warmup opens the connections the measured requests then use.
+    script = {"ttft_ms": [5.0 + 3.0 * k for k in range(15)], "gap_ms": gap_ms}
+    ps = prompts(concurrency + n, tokens)
+    with NoiseProbe() as noise:
+        summary, records, truth = run(server, tmp_path, script, ps, concurrency, concurrency)
     assert summary["status"] == "ok" and summary["completed"] == n
     err = timing_errors(summary, records, truth, ps)
-    print(concurrency, {k: {s: round(float(v), 3) for s, v in d.items()} for k, d in err.items()})
-    bound = BOUNDS[concurrency]
+    print(f"\nconcurrency {concurrency}, machine noise p99 {noise.p99_ms:.3f} ms")
+    for name, e in err.items():
+        print(f"  {name:9s}" + "  ".join(f"{k} {v:7.3f}" for k, v in e.items()))
     assert err["delivery"]["min"] > -0.01  # an arrival never precedes its write
-    assert err["request"]["min"] > -0.01
-    for name in ("delivery", "gap"):
-        for stat, limit in zip(("p50", "p90", "p99"), bound[name], strict=True):
-            assert err[name][stat] <= limit, (name, stat)
-    assert err["request"]["p50"] <= bound["request"][0]
-    assert err["request"]["p90"] <= bound["request"][1]
-    # TTFT and e2el are off by the request's way in plus the chunk's way out, no more.
-    for name in ("ttft", "e2el"):
-        assert err[name]["p50"] <= bound["request"][0] + bound["delivery"][0]
+    assert err["request"]["min"] > -0.01  # nor a request's read its send
+    # The bound holds at p99 on a quiet machine (docs/metrics.md, "Accuracy"). On a shared
+    # one the kernel wakes the client late now and then; the p90 is left alone by that, the
+    # p99 gets the lateness measured meanwhile (twice: an error can span two wake-ups).
+    for name in ("ttft", "e2el", "tpot", "itl"):
+        assert err[name]["p90"] <= bound_ms, (name, err[name])
+        assert err[name]["p99"] <= bound_ms + 2 * noise.p99_ms, (name, err[name])
     # Token accounting is exact; tpot and itl come out at the scripted gap (give or take the
-    # server's own wake-up lateness, up to ~1 ms).
-    assert all(r["output_tokens"] == 16 and r["chunk_tokens"] == [1] * 16 for r in records)
-    assert summary["total_output_tokens"] == 16 * n
-    assert summary["median_itl_ms"] == pytest.approx(gap_ms, abs=1.0 + bound["gap"][0])
-    assert summary["median_tpot_ms"] == pytest.approx(gap_ms, abs=bound["gap"][1])
-    assert summary["median_ttft_ms"] >= 20.0
+    # server's own wake-up lateness).
+    measured = [r for r in records if not r["warmup"]]
+    assert all(r["output_tokens"] == tokens for r in measured)
+    assert all(r["chunk_tokens"] == [1] * tokens for r in measured)
+    assert summary["total_output_tokens"] == tokens * n
+    assert summary["median_itl_ms"] == pytest.approx(gap_ms, abs=1.0)
+    assert summary["median_tpot_ms"] == pytest.approx(gap_ms, abs=1.0)
+    assert summary["achieved_concurrency"] >= 0.95 * concurrency
+
+
+def test_workers_share_one_level(server, tmp_path):
+    script = {"ttft_ms": [5.0, 9.0, 13.0], "gap_ms": 2.0}
+    ps = prompts(8 + 256)
+    summary, records, truth = run(server, tmp_path, script, ps, 64, 8, workers=2)
+    assert summary["client_workers"] == 2 and summary["completed"] == 256
+    assert {r["worker"] for r in records} == {0, 1}
+    assert sorted(r["index"] for r in records) == list(range(len(ps)))
+    # The two workers together keep the level's 64 in flight, never more.
+    events = sorted(
+        [(r["sent_s"], 1) for r in records if not r["warmup"]]
+        + [(r["end_s"], -1) for r in records if not r["warmup"]],
+        key=lambda e: (e[0], e[1]),
+    )
+    assert max(np.cumsum([step for _, step in events])) <= 64
+    assert summary["achieved_concurrency"] >= 0.95 * 64
+    # Both workers' stamps are on the server's clock: nothing arrives before it was sent.
+    origin = summary["clock_origin_ns"]
+    for r in records:
+        t = truth[ps[r["index"]].text]
+        assert t["recv_ns"] >= origin + r["sent_s"] * 1e9 - 1e4
+        assert t["content_ns"][0] <= origin + (r["sent_s"] + r["ttft_ms"] / 1e3) * 1e9 + 1e4
+
+
+def test_perf_counter_is_one_clock_for_all_processes():
+    assert "CLOCK_MONOTONIC" in time.get_clock_info("perf_counter").implementation
+    before = time.perf_counter_ns()
+    child = subprocess.run(
+        [sys.executable, "-c", "import time; print(time.perf_counter_ns())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    after = time.perf_counter_ns()
+    assert before < int(child.stdout) < after
 
 
 def test_chat_role_and_empty_chunks_do_not_count(server, tmp_path, word_tokenizer):
@@ -158,7 +244,7 @@ def test_multi_token_chunks_and_reasoning(server, tmp_path, word_tokenizer):
         written = itl_gaps((np.array(t["content_ns"]) - t["recv_ns"]) / 1e6, t["tokens"])
         assert len(measured) == len(written) == 17
         errors.extend(np.abs(measured - written))
-    assert np.percentile(errors, 90) <= BOUNDS[1]["gap"][1]
+    assert np.percentile(errors, 90) <= 1.0
     assert summary["mean_itl_ms"] == pytest.approx(6.0 * 8 / 17, abs=0.5)
     assert summary["median_chunk_gap_ms"] == pytest.approx(6.0, abs=1.0)
     assert summary["median_tpot_ms"] == pytest.approx(6.0 * 8 / 17, abs=0.5)
@@ -178,14 +264,34 @@ def test_stream_without_done_and_with_crlf(server, tmp_path):
     assert all(r["output_tokens"] == 8 and len(r["chunk_times_ms"]) == 8 for r in records)
 
 
-def test_records_file_and_warmup(server, tmp_path):
-    summary, records, _ = run(server, tmp_path, {"gap_ms": 1.0}, prompts(10, 4), 3, warmup=3)
+def test_records_file_and_warmup(server, tmp_path, word_tokenizer):
+    summary, records, _ = run(
+        server, tmp_path, {"gap_ms": 1.0}, prompts(10, 4), 3, warmup=3, tokenizer=word_tokenizer
+    )
     assert [r["index"] for r in records] == list(range(10))
     assert [r["warmup"] for r in records] == [True] * 3 + [False] * 7
     assert (summary["num_prompts"], summary["warmup"], summary["completed"]) == (7, 3, 7)
     assert summary["client_cpu_s"] > 0 and summary["client_max_loop_lag_ms"] >= 0
-    for field in ("ttft_ms", "e2el_ms", "tpot_ms", "chunk_times_ms", "chunk_tokens", "sent_s"):
-        assert all(field in r for r in records)
+    assert summary["client_workers"] == 1 and 0 < summary["client_cpu_share"] < 1
+    fields = {
+        "index", "warmup", "ok", "error", "error_detail", "status_code", "prompt_tokens",
+        "output_tokens", "retokenized_tokens", "retokenized_whole_tokens", "usage_reported",
+        "worker", "sent_s", "end_s", "ttft_ms", "e2el_ms", "tpot_ms", "chunk_times_ms",
+        "chunk_tokens",
+    }  # fmt: skip
+    assert all(set(r) == fields for r in records)
+    r = records[-1]
+    assert (r["output_tokens"], r["retokenized_tokens"], r["retokenized_whole_tokens"]) == (4, 4, 4)
+    assert r["usage_reported"] and r["prompt_tokens"] == 4  # "p9 a b c", from usage
+    assert 0 <= r["sent_s"] < r["end_s"]
+    assert r["end_s"] == pytest.approx(r["sent_s"] + r["e2el_ms"] / 1e3, abs=1e-5)
+
+
+def test_all_at_once_level_has_no_steady_window(server, tmp_path):
+    # num_prompts == level: all sent at once, then the level only drains.
+    summary, _, _ = run(server, tmp_path, {"gap_ms": 1.0}, prompts(8, 4), 8)
+    assert summary["achieved_concurrency"] is None and summary["steady_window_s"] is None
+    assert summary["concurrency"] > 0 and summary["client_bound"] is False
 
 
 # ---- faults ---------------------------------------------------------------------------------
@@ -253,6 +359,127 @@ def test_connection_refused_does_not_raise(tmp_path):
     settings = ClientSettings("http://127.0.0.1:9")  # nothing listens on the discard port
     summary = run_level(settings, prompts(3, 2), 2, 0, tmp_path / "r.jsonl", 2, 0)
     assert summary["status"] == "failed" and summary["errors"] == {"connect": 3}
+
+
+def test_kept_compressed_and_parsed_at_once_give_the_same_records(
+    server, tmp_path, word_tokenizer, monkeypatch
+):
+    # Raw bytes are kept for after the level while a budget lasts, then kept compressed,
+    # then parsed as each request ends: the records must not depend on which.
+    script = {"ttft_ms": 5.0, "gap_ms": 1.0, "tokens_per_chunk": [1, 3, 2]}
+    ps = prompts(24, 12)
+    runs = []
+    for raw, packed in [(1 << 30, 1 << 30), (0, 1 << 30), (0, 0)]:
+        monkeypatch.setattr(cl, "DEFER_BUDGET_BYTES", raw)
+        monkeypatch.setattr(cl, "PACKED_BUDGET_BYTES", packed)
+        summary, records, _ = run(server, tmp_path, script, ps, 4, tokenizer=word_tokenizer)
+        assert summary["completed"] == 24
+        runs.append(
+            [(r["output_tokens"], r["chunk_tokens"], len(r["chunk_times_ms"])) for r in records]
+        )
+    assert runs[0] == runs[1] == runs[2]
+    assert runs[0][0] == (12, [1, 3, 2, 1, 3, 2], 6)
+
+
+def test_worker_count():
+    s = ClientSettings("http://x")
+    with client_core():
+        cores = len(os.sched_getaffinity(0))
+        assert cl.worker_count(s, 1) == 1
+        assert cl.worker_count(s, 256) == 1
+        assert cl.worker_count(s, 1024) == min(cores, 4)
+    assert cl.worker_count(ClientSettings("http://x", workers=3), 2) == 2
+
+
+# ---- HTTP framing, against exact bytes -------------------------------------------------------
+
+OK_CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+
+
+def raw_level(srv, tmp_path, n, concurrency=1):
+    summary = run_level(
+        ClientSettings(srv.url, request_timeout_s=10, stall_timeout_s=5),
+        prompts(n, 5),
+        concurrency,
+        0,
+        tmp_path / "r.jsonl",
+        concurrency,
+        0,
+    )
+    return summary, [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+
+
+def test_content_length_body_split_over_reads(tmp_path):
+    body = sse(completion_events(5))
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    head += b"Content-Length: %d\r\n\r\n" % len(body)
+    answer = head + body
+    pieces = [answer[i : i + 40] for i in range(0, len(answer), 40)]
+    with RawServer(lambda c, n, b: (pieces, "keep")) as srv:
+        summary, records = raw_level(srv, tmp_path, 3)
+    assert summary["completed"] == 3
+    assert all(r["output_tokens"] == 5 and len(r["chunk_times_ms"]) == 5 for r in records)
+    # Events complete at different reads, so their stamps differ.
+    assert all(len(set(r["chunk_times_ms"])) > 1 for r in records)
+
+
+def test_close_delimited_http10_body(tmp_path):
+    answer = b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+    answer += sse(completion_events(5), done=False)
+    with RawServer(lambda c, n, b: ([answer], "close")) as srv:
+        summary, records = raw_level(srv, tmp_path, 3)
+    assert summary["completed"] == 3 and len(srv.requests) == 3
+    assert all(r["output_tokens"] == 5 for r in records)
+
+
+def test_chunk_lines_split_byte_by_byte_after_100_continue(tmp_path):
+    body = chunked([sse(completion_events(5)[:2], done=False), sse(completion_events(5)[2:])])
+    answer = b"HTTP/1.1 100 Continue\r\n\r\n" + OK_CHUNKED + body
+    pieces = [answer[: len(answer) - 40]] + [
+        answer[i : i + 1] for i in range(len(answer) - 40, len(answer))
+    ]
+    with RawServer(lambda c, n, b: (pieces, "keep")) as srv:
+        summary, records = raw_level(srv, tmp_path, 2)
+    assert summary["completed"] == 2
+    assert all(r["output_tokens"] == 5 and len(r["chunk_times_ms"]) == 5 for r in records)
+
+
+def test_kept_alive_connection_dropped_by_server_is_retried(tmp_path):
+    # Each connection answers one request, then closes when the next one arrives (a server
+    # whose keep-alive ran out just as the client reused the connection).
+    answer = OK_CHUNKED + chunked([sse(completion_events(5))])
+    with RawServer(lambda c, n, b: ([answer], "keep" if n == 0 else "drop")) as srv:
+        summary, records = raw_level(srv, tmp_path, 4)
+    assert summary["completed"] == 4 and summary["failed"] == 0
+    assert len(srv.requests) == 4 + 3  # three sends hit a dropped connection
+
+
+def test_garbage_and_http_errors(tmp_path):
+    def answer(conn, n, body):
+        if json.loads(body)["prompt"].startswith("p0"):
+            return [b"SSH-2.0-OpenSSH\r\n\r\n"], "close"
+        err = b'{"detail": "unknown field ignore_eos"}'
+        head = b"HTTP/1.1 422 Unprocessable Entity\r\nContent-Length: %d\r\n\r\n" % len(err)
+        return [head + err], "keep"
+
+    with RawServer(answer) as srv:
+        summary, records = raw_level(srv, tmp_path, 2)
+    assert summary["errors"] == {"bad_stream": 1, "http_422": 1}
+    assert "ignore_eos" in records[1]["error_detail"] and records[1]["status_code"] == 422
+
+
+def test_dechunk_at_every_split():
+    payloads = [b"data: one\n\n", b"data: two\n\ndata: thr", b"ee\n\n"]
+    raw = chunked(payloads)
+    for cut in range(1, len(raw)):
+        reads = [(1, raw[:cut]), (2, raw[cut:])]
+        body = cw.dechunk(reads)
+        assert b"".join(d for _, d in body) == b"".join(payloads)
+        assert [t for t, _ in body] == sorted({t for t, d in body})
+    with pytest.raises(cw.BadStream):
+        cw.dechunk([(1, raw[:-5])])  # no last chunk
 
 
 def test_generate_once(server):

@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 
+from servesweep import CLIENT_VERSION
 from servesweep.collect import CELL_COLUMNS, collect, read_summary
 
 LEVELS = [1, 10, 256, 1024]
@@ -107,7 +108,7 @@ def command_str(variant: str) -> str:
     )
 
 
-def write_cell(root, variant, status, levels, failure=None, client_version="1"):
+def write_cell(root, variant, status, levels, failure=None, client_version=CLIENT_VERSION):
     path = root / "cells" / STACK / MODEL / variant / "cell.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     cell = {

@@ -11,6 +11,7 @@ import pytest
 from markupsafe import escape
 from test_collect import EVIL, LEVELS, MODEL, REPEATS, command_str, tput, write_sweep
 
+from servesweep import CLIENT_VERSION
 from servesweep.collect import collect, read_summary
 from servesweep.report import build_report, t95, throughput_table
 
@@ -69,7 +70,7 @@ def test_throughput_verdicts():
 def test_report_html(sweep, tmp_path):
     paths, csv, _ = sweep
     out = tmp_path / "report.html"
-    build_report(csv, paths, out, title="demo <sweep>", current_client_version="1")
+    build_report(csv, paths, out, title="demo <sweep>", current_client_version=CLIENT_VERSION)
     html = out.read_text()
 
     assert (
