@@ -58,3 +58,30 @@ def tiny_model() -> dict:
         if data.get("source") == TINY_MODEL:
             return data
     return materialize("tiny", TINY_MODEL, dest)
+
+
+def snakemake_cmd(workdir: Path, *args: str) -> list[str]:
+    """Real Snakemake on this repository's workflow, run in `workdir`. Targets must come
+    before `--configfile`, which takes every argument after it."""
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        *args,
+    ]
+
+
+def run_snakemake(workdir: Path, *args: str, timeout: int = 900):
+    import subprocess
+
+    return subprocess.run(
+        snakemake_cmd(workdir, *args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=workdir,
+    )

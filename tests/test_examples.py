@@ -4,11 +4,11 @@ Snakemake, and its stacks point at spec files that pin what they claim."""
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_snakemake
 
 from servesweep.config import load_file
 
@@ -83,26 +83,8 @@ def test_sglang_stacks_differ_in_cuda_only():
 
 
 def snakemake_dry_run(workdir: Path, configfile: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(ROOT / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "-n",
-            "--cores",
-            "1",
-            "--configfile",
-            str(configfile),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=workdir,
-    )
+    args = ("-n", "--cores", "1", "--configfile", str(configfile))
+    return run_snakemake(workdir, *args, timeout=300)
 
 
 @pytest.mark.workflow

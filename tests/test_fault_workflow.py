@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_snakemake, snakemake_cmd
 
 from servesweep.server import group_members
 
@@ -57,25 +58,6 @@ def write(workdir: Path, cfg: dict) -> str:
     return str(path)
 
 
-def snakemake_cmd(workdir: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(workdir),
-        *args,
-    ]
-
-
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        snakemake_cmd(workdir, *args), capture_output=True, text=True, timeout=600
-    )
-
-
 def planned_cells(result) -> list[str]:
     return sorted(re.findall(r"rule run_cell:.*?variant=([\w.-]+)", result.stdout, re.S))
 
@@ -105,7 +87,7 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
         },
     }
     cfg = config(variants)
-    run = snakemake(
+    run = run_snakemake(
         tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -127,15 +109,15 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
     # A failure is final by default: nothing to do.
     assert (
         planned_cells(
-            snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
+            run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
         )
         == []
     )
     # With the switch on, exactly the failed cells rerun, a bounded number of times.
     cfg["retries"] = {"failed_cells": True, "max_attempts": 2}
-    dry = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
+    dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
     assert planned_cells(dry) == ["crashes", "dies-at-16"], dry.stdout
-    rerun = snakemake(
+    rerun = run_snakemake(
         tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
     )
     assert rerun.returncode == 0
@@ -144,7 +126,7 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
     # max_attempts reached: no further retries.
     assert (
         planned_cells(
-            snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
+            run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
         )
         == []
     )
@@ -182,7 +164,7 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
     }
     cfg = config(variants, levels=(1,), min_prompts=40)
     cfg_path = write(tmp_path, cfg)
-    first = snakemake(
+    first = run_snakemake(
         tmp_path,
         "results/cells/test/tiny/baseline/cell.json",
         "--cores",
@@ -221,7 +203,7 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
             owner.wait()
     assert not fault_servers_running(tmp_path)
     slow_cell = tmp_path / "results/cells/test/tiny/slow/cell.json"
-    dry = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", cfg_path)
+    dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", cfg_path)
     if how == "SIGTERM-snakemake":
         # Snakemake's own SIGTERM semantics: running jobs finish (and tear down),
         # nothing new starts; the next run only collects and reports.
@@ -233,7 +215,7 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
         assert gone_s < 15, f"server outlived its owner by {gone_s:.1f} s"
         assert not slow_cell.exists()  # an interrupted cell is no result
         assert planned_cells(dry) == ["slow"], dry.stdout[-3000:]
-    again = snakemake(tmp_path, "results/report.html", "--cores", "1", "--configfile", cfg_path)
+    again = run_snakemake(tmp_path, "results/report.html", "--cores", "1", "--configfile", cfg_path)
     assert again.returncode == 0, again.stdout[-3000:]
     assert json.loads(slow_cell.read_text())["status"] == "ok"
     assert not fault_servers_running(tmp_path)

@@ -11,23 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import TINY_MODEL
+from conftest import run_snakemake as snakemake
 from test_config import BAD_CONFIGS, base_config
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(workdir),
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
 
 
 def planned_jobs(result: subprocess.CompletedProcess) -> list[tuple[str, dict]]:
