@@ -88,16 +88,7 @@ STACK_FIELDS = [
 
 # Columns that must stay strings when summary.csv is read back (a spec hash of all
 # digits or a client version "1" would otherwise turn into numbers).
-TEXT_COLUMNS = [
-    "stack",
-    "model",
-    "variant",
-    "engine",
-    "spec_hash",
-    "client_version",
-    "cell_status",
-    "failure_stage",
-    "failure_cause",
+TEXT_COLUMNS = [c for c in CELL_COLUMNS if c != "boot_s"] + [
     "status",
     "cause",
     "errors",

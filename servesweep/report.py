@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from servesweep import CLIENT_VERSION
-from servesweep.collect import load_cell, read_summary
+from servesweep.collect import STACK_FIELDS, load_cell, read_summary
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 
@@ -30,26 +30,9 @@ _T95 = {
 
 KEY = ["stack", "model", "variant"]
 
-STACK_ROWS = [
-    "kind",
-    "python_version",
-    "torch",
-    "torch_cuda",
-    "transformers",
-    "sglang",
-    "vllm",
-    "flashinfer",
-    "nccl",
-    "driver",
-    "nvcc",
-    "cpu_model",
-    "gpus",
-    "freeze_sha256",
-    "freeze_count",
-    "installer",
-    "built_at",
-    "build_s",
-]
+# The manifest fields shown side by side: all collected ones but the stack's name, its
+# interpreter path and the (long) topology matrix.
+STACK_ROWS = [f for f in STACK_FIELDS if f not in ("stack", "python", "topology")]
 
 
 def t95(df: float) -> float:
