@@ -23,28 +23,6 @@ from servesweep.engines import ENGINES, get_engine
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
-# Defaults live here (and are documented in the schema); resolution never depends on
-# Snakemake having injected the schema's defaults.
-SERVER_DEFAULTS = {
-    "host": "127.0.0.1",
-    "port": "auto",
-    "boot_timeout_s": 300,
-    "teardown_grace_s": 15,
-    "gpus": 0,
-}
-RETRY_DEFAULTS = {"boot": 1, "failed_cells": False, "max_attempts": 3}
-BENCHMARK_DEFAULTS = {
-    "repeats": 1,
-    "endpoint": "completions",
-    "warmup": 2,
-    "num_prompts": {"per_level": 1, "min": 20, "max": 100000},
-    "workload": {"kind": "random", "input_tokens": 32, "output_tokens": 16, "seed": 0},
-    "request_timeout_s": 600,
-    "stall_timeout_s": 120,
-    "error_rate_threshold": 0.5,
-}
-
-
 # Variant keys that configure the engine adapter rather than the server's flags.
 ENGINE_OPTION_KEYS = ("command", "health_path", "models_path", "model_name")
 
@@ -90,14 +68,32 @@ def validate_schema(config: dict) -> None:
     raise ConfigError(f"config: {_key_path(best.absolute_path)}: {message}")
 
 
-def _merge(defaults: dict, given: dict | None) -> dict:
-    out = copy.deepcopy(defaults)
-    for key, value in (given or {}).items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+def _fill_defaults(validator, properties, instance, schema):
+    # Set a missing property to its schema default (a copy: a mutable default shared by
+    # every config would leak between them), then validate as usual, which descends into
+    # what was just set and fills its own defaults.
+    if isinstance(instance, dict):
+        for name, subschema in properties.items():
+            if "default" in subschema and name not in instance:
+                instance[name] = copy.deepcopy(subschema["default"])
+    yield from jsonschema.Draft202012Validator.VALIDATORS["properties"](
+        validator, properties, instance, schema
+    )
+
+
+_DefaultFiller = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, {"properties": _fill_defaults}
+)
+
+
+def with_defaults(config: dict) -> dict:
+    """A copy of a valid config with every default of the schema filled in. The schema is
+    the one home of the defaults: this fills them as `snakemake.utils.validate` does, so a
+    config resolves the same whether Snakemake's validate has run on it or not."""
+    filled = copy.deepcopy(config)
+    for _ in _DefaultFiller(schema()).iter_errors(filled):
+        pass  # validate_schema has already refused an invalid config
+    return filled
 
 
 def resolve_variants(variants: dict, default_engine: str) -> dict:
@@ -196,7 +192,9 @@ class Sweep:
             "extends_chain": v["chain"],
             "engine": v["engine"],
             "engine_options": v["engine_options"],
-            "flags": v["flags"],
+            # Pairs, not a mapping: the canonical JSON sorts mapping keys, and the
+            # server must get its flags in the order the config gives them.
+            "flags": [[name, value] for name, value in v["flags"].items()],
             "command": command,
             "env": v["env"],
             "gpus": self.gpus(variant),
@@ -249,7 +247,7 @@ def check_semantics(config: dict) -> None:
         )
     if variants["baseline"].get("extends"):
         raise ConfigError("config: variants.baseline.extends: the baseline cannot extend")
-    default_engine = config.get("engine", "transformers")
+    default_engine = config["engine"]
     if default_engine not in ENGINES:
         raise ConfigError(
             f"config: engine: unknown engine {default_engine!r} (known: {', '.join(ENGINES)})"
@@ -289,7 +287,7 @@ def check_semantics(config: dict) -> None:
     workload = bench.get("workload", {})
     if workload.get("kind") == "sharegpt" and "path" not in workload:
         raise ConfigError("config: benchmark.workload.path: required for kind sharegpt")
-    rule = {**BENCHMARK_DEFAULTS["num_prompts"], **bench.get("num_prompts", {})}
+    rule = bench["num_prompts"]
     if rule["min"] > rule["max"]:
         raise ConfigError("config: benchmark.num_prompts: min is larger than max")
 
@@ -297,8 +295,9 @@ def check_semantics(config: dict) -> None:
 def load(config: dict) -> Sweep:
     """Validate (schema, then semantics) and resolve a config dict."""
     validate_schema(config)
+    config = with_defaults(config)
     check_semantics(config)
-    variants = resolve_variants(config["variants"], config.get("engine", "transformers"))
+    variants = resolve_variants(config["variants"], config["engine"])
     return Sweep(
         stacks=copy.deepcopy(config["stacks"]),
         # `synthetic:` with no parameters reads as null; it means "all defaults".
@@ -308,9 +307,9 @@ def load(config: dict) -> Sweep:
             for kind, value in source.items()
         },
         variants=variants,
-        server=_merge(SERVER_DEFAULTS, config.get("server")),
-        benchmark=_merge(BENCHMARK_DEFAULTS, config["benchmark"]),
-        retries=_merge(RETRY_DEFAULTS, config.get("retries")),
+        server=config["server"],
+        benchmark=config["benchmark"],
+        retries=config["retries"],
         raw=copy.deepcopy(config),
     )
 

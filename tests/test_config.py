@@ -211,3 +211,42 @@ def test_config_is_not_mutated():
     snapshot = copy.deepcopy(config)
     load(config)
     assert config == snapshot
+
+
+@pytest.mark.parametrize(
+    "path",
+    [ROOT / "config" / "config.yaml", *sorted((ROOT / "config" / "examples").glob("*.yaml"))],
+    ids=lambda p: p.name,
+)
+def test_schema_defaults_fill_as_snakemake_fills_them(path):
+    # The schema is the one home of the defaults: resolution gives the same sweep whether
+    # or not Snakemake's validate has already written them into the config.
+    from snakemake.utils import validate
+
+    from servesweep.config import SCHEMA_PATH, with_defaults
+
+    raw = yaml.safe_load(path.read_text())
+    by_snakemake = copy.deepcopy(raw)
+    validate(by_snakemake, schema=str(SCHEMA_PATH))
+    ours = with_defaults(raw)
+    assert ours["server"]["boot_timeout_s"] == raw.get("server", {}).get("boot_timeout_s", 300)
+    assert ours["retries"] == {"boot": 1, "failed_cells": False, "max_attempts": 3}
+    for key in ("stacks", "models", "variants", "benchmark", "engine"):
+        if key in by_snakemake:
+            assert by_snakemake[key] == ours[key], key
+    # Sections Snakemake leaves out when absent, ours fills: both resolve the same.
+    assert load(by_snakemake).spec(*load(raw).cells[0]) == load(raw).spec(*load(raw).cells[0])
+
+
+def test_spec_keeps_the_flag_order_of_the_config():
+    config = base_config()
+    config["variants"]["baseline"]["flags"] = {"zeta": 1, "alpha": True, "mid": "x"}
+    spec = load(config).spec("cpu", "tiny", "baseline")
+    # A canonical JSON round trip (what Snakemake's params carry) keeps the order.
+    import json
+
+    from servesweep.engines import launch_command
+
+    again = json.loads(spec_json(spec))
+    argv = launch_command(again, "/py", "/m", 1)
+    assert argv[argv.index("--port") + 2 :] == ["--zeta", "1", "--alpha", "--mid", "x"]
