@@ -4,8 +4,8 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
-
-configfile: "config/config.yaml"
+# No `configfile:` here: Snakemake would merge a user's --configfile into it key by key.
+# rules/common.smk loads the sweep in force instead (servesweep/sweep_file.py).
 
 
 include: "rules/common.smk"
@@ -13,6 +13,7 @@ include: "rules/stacks.smk"
 include: "rules/models.smk"
 include: "rules/cells.smk"
 include: "rules/report.smk"
+include: "rules/plan.smk"
 
 
 rule all:

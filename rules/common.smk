@@ -3,14 +3,27 @@
 import functools
 import re
 import sys
+from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
 from servesweep.config import ConfigError, SCHEMA_PATH, load, next_attempt, spec_json
+from servesweep.plan import Paths, state_digest
+from servesweep.sweep_file import sweep_in_force
 
-# Our own check first: it names the key in one line. Snakemake's validate then
-# agrees (same draft 2020-12 schema) and fills the schema's defaults.
+# A --configfile replaces the default sweep instead of being merged into it; --config
+# key=value applies on top of whichever file is in force.
 try:
+    IN_FORCE = sweep_in_force(
+        workflow.overwrite_configfiles,
+        workflow.config_settings.config,
+        Path.cwd(),
+        Path(workflow.basedir),
+    )
+    config.clear()
+    config.update(IN_FORCE.config)
+    # Our own check first: it names the key in one line. Snakemake's validate then
+    # agrees (same draft 2020-12 schema) and fills the schema's defaults.
     SWEEP = load(config)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
@@ -66,3 +79,7 @@ def all_cells():
         f"results/cells/{stack}/{model}/{variant}/cell.json"
         for stack, model, variant in SWEEP.cells
     ]
+
+
+def plan_state(wildcards):
+    return state_digest(SWEEP, Paths.under(Path.cwd()))
