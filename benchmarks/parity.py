@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from servesweep.client import ClientSettings, generate_once, run_level  # noqa: E402
+from servesweep.client import ClientSettings, probe_generation, run_level  # noqa: E402
 from servesweep.server import ServerProcess, free_port, wait_ready  # noqa: E402
 from servesweep.workload import load_tokenizer, random_prompts  # noqa: E402
 
@@ -230,7 +230,7 @@ def transformers(model, tokenizer, args) -> None:
                 "/v1/models",
                 str(model),
                 180,
-                generate=lambda: asyncio.run(generate_once(direct, "Hello", 4)),
+                generate=lambda left: asyncio.run(probe_generation(direct, "Hello", 4, left)),
                 log=lambda msg: None,
             )
             print(f"server ready in {boot:.1f} s (pid {server.pid})", flush=True)

@@ -18,11 +18,17 @@ import subprocess
 from pathlib import Path
 
 from servesweep import CLIENT_VERSION
-from servesweep.client import ClientSettings, generate_once, run_level
+from servesweep.client import ClientSettings, generate_once, probe_generation, run_level
 from servesweep.config import spec_hash
-from servesweep.engines import get_engine
+from servesweep.engines import get_engine, launch_command, launch_env
 from servesweep.engines.base import counter_delta
-from servesweep.failures import classify_exit, classify_log, log_tail, read_log
+from servesweep.failures import (
+    BOOT_RETRY_CAUSES,
+    classify_exit,
+    classify_log,
+    log_tail,
+    read_log,
+)
 from servesweep.server import (
     BootFailure,
     ServerProcess,
@@ -100,21 +106,10 @@ def run_cell(
     host = server_cfg["host"]
     python = stack_manifest["python"]
     model_path = model_manifest["path"]
-    env = engine.env(spec["env"])
+    env = launch_env(spec)
     plan = level_plan(spec)
-
-    def launch_command(port: int) -> list[str]:
-        return engine.command(
-            python=python,
-            model_path=model_path,
-            host=host,
-            port=port,
-            flags=spec["flags"],
-            gpus=spec["gpus"],
-        )
-
     port = free_port(host) if server_cfg["port"] == "auto" else int(server_cfg["port"])
-    command = launch_command(port)
+    command = launch_command(spec, python, model_path, port)
     cell = {
         "stack": spec["stack"]["name"],
         "model": spec["model"]["name"],
@@ -172,7 +167,7 @@ def run_cell(
             # A fresh port for a relaunch: the failed server may have left it in TIME_WAIT.
             if server_cfg["port"] == "auto":
                 port = free_port(host)
-                command = launch_command(port)
+                command = launch_command(spec, python, model_path, port)
             settings.base_url = f"http://{host}:{port}"
             with server_log.open("ab") as handle:
                 handle.write(f"\n--- relaunch {boot_try} ---\n".encode())
@@ -195,6 +190,11 @@ def run_cell(
         )
         if booted:
             break
+        cause = cell["boot_attempts"][-1]["cause"] if cell["boot_attempts"] else None
+        if cause not in BOOT_RETRY_CAUSES:
+            if boot_try < boot_retries:
+                log(f"not relaunching: a boot that failed with {cause} would fail again")
+            break
     return _finish(cell, out_dir)
 
 
@@ -212,7 +212,7 @@ def _measure(cell, spec, plan, server, engine, settings, tokenizer, levels_dir, 
                 engine.models_path,
                 settings.model,
                 server_cfg["boot_timeout_s"],
-                generate=lambda: asyncio.run(generate_once(settings, "Hello", 4)),
+                generate=lambda left: asyncio.run(probe_generation(settings, "Hello", 4, left)),
                 log=log,
             )
             booted = True

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from servesweep import client_worker as cw
 from servesweep import metrics
@@ -392,17 +393,38 @@ def run_level(
     return summary
 
 
-async def generate_once(settings: ClientSettings, prompt_text: str, max_tokens: int) -> int:
-    """One real streamed generation; returns its output tokens. Raises RuntimeError when the
-    server does not deliver one (used for readiness)."""
+class GenerationProbe(NamedTuple):
+    """What one short readiness or liveness generation got."""
+
+    error: str | None  # a request error kind (docs/metrics.md), None when it streamed text
+    detail: str | None  # the start of the body or exception, for the record
+    tokens: int  # output tokens it generated
+
+
+async def probe_generation(
+    settings: ClientSettings, prompt_text: str, max_tokens: int, timeout_s: float
+) -> GenerationProbe:
+    """One real streamed generation on a fresh connection, bounded by timeout_s; never
+    raises for what the server does."""
     payload = json.dumps(request_body(settings, prompt_text, max_tokens)).encode()
-    r = await cw.fetch(endpoint_url(settings), payload, settings.request_timeout_s)
+    r = await cw.fetch(endpoint_url(settings), payload, timeout_s)
     if r.error:
-        detail = f": {r.detail}" if r.detail else ""
-        raise RuntimeError(f"generation failed: {r.error}{detail}")
+        return GenerationProbe(r.error, r.detail, 0)
     s: Stream = r.stream
     if s.completion_tokens is not None:
-        return s.completion_tokens
-    if settings.tokenizer is not None:
-        return _token_counts(settings.tokenizer, ["".join(s.texts)])[0]
-    return len(s.chunk_ns)
+        tokens = s.completion_tokens
+    elif settings.tokenizer is not None:
+        tokens = _token_counts(settings.tokenizer, ["".join(s.texts)])[0]
+    else:
+        tokens = len(s.chunk_ns)
+    return GenerationProbe(None, None, tokens)
+
+
+async def generate_once(settings: ClientSettings, prompt_text: str, max_tokens: int) -> int:
+    """One real streamed generation; returns its output tokens. Raises RuntimeError when the
+    server does not deliver one."""
+    probe = await probe_generation(settings, prompt_text, max_tokens, settings.request_timeout_s)
+    if probe.error:
+        detail = f": {probe.detail}" if probe.detail else ""
+        raise RuntimeError(f"generation failed: {probe.error}{detail}")
+    return probe.tokens

@@ -19,10 +19,18 @@ CAUSES = (
     "import_error",
     "port_in_use",
     "boot_timeout",
+    "bad_answer",
     "died",
     "hung",
     "http_errors",
     "unknown",
+)
+
+# Boot failures a relaunch (`retries.boot`) may cure: resource and timing trouble. A
+# missing module, a failed assertion or a server that answers wrongly fails the same way
+# every time, so it is not relaunched.
+BOOT_RETRY_CAUSES = frozenset(
+    {"oom", "nccl", "cuda_error", "port_in_use", "boot_timeout", "died", "unknown"}
 )
 
 # (cause, pattern) in priority order; matched against the log text.

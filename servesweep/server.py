@@ -295,15 +295,62 @@ def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
         return 0, b""
 
 
+def model_ids(body: bytes) -> list[str] | None:
+    """The ids an OpenAI /v1/models answer lists (None when it is not such an answer)."""
+    try:
+        return [m.get("id") for m in json.loads(body).get("data", [])]
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
 def model_listed(body: bytes, model_name: str | None) -> bool:
     """Whether an OpenAI /v1/models answer lists the model (any model when name is None)."""
-    try:
-        ids = [m.get("id") for m in json.loads(body).get("data", [])]
-    except (ValueError, AttributeError):
+    ids = model_ids(body)
+    if not ids:
         return False
-    if model_name is None:
-        return bool(ids)
-    return model_name in ids
+    return model_name is None or model_name in ids
+
+
+# What a readiness check saw: the server is not up yet (keep polling), it is up and
+# answered wrongly (fail at once: waiting will not fix it), or it is ready.
+NOT_UP, WRONG, READY = "not_up", "wrong", "ready"
+
+# HTTP statuses of a server that is up but still loading or busy.
+BUSY_STATUSES = (408, 425, 429)
+# Client-side request errors of a server that is not (fully) up: nothing listening, the
+# connection dropped, or no answer in the time left.
+NOT_UP_ERRORS = ("connect", "disconnect", "retry", "timeout")
+
+# How far past `boot_timeout_s` a boot may end: the last check's own bookkeeping.
+BOOT_TIMEOUT_MARGIN_S = 1.0
+
+
+def judge_status(status: int) -> str:
+    """NOT_UP, WRONG or READY for an HTTP status of a readiness endpoint."""
+    if status == 200:
+        return READY
+    if status == 0 or status >= 500 or status in BUSY_STATUSES:
+        return NOT_UP
+    return WRONG
+
+
+def judge_generation(error: str | None, detail: str | None, tokens: int) -> tuple[str, str]:
+    """(verdict, what was seen) for the readiness generation. `error` is the client's
+    request error (`connect`, `http_422`, `bad_stream`, …) or None; `tokens` what it
+    generated."""
+    if error is None:
+        if tokens > 0:
+            return READY, ""
+        return WRONG, "an empty completion (0 tokens)"
+    excerpt = f": {detail[:200]}" if detail else ""
+    if error.startswith("http_") and error[5:].isdigit():
+        verdict = judge_status(int(error[5:]))
+        return (NOT_UP if verdict == READY else verdict), f"HTTP {error[5:]}{excerpt}"
+    if error in NOT_UP_ERRORS:
+        return NOT_UP, f"{error}{excerpt}"
+    if error == "empty":
+        return WRONG, "empty: a stream that finished without any text"
+    return WRONG, f"{error}{excerpt}"  # bad_stream, stream_error, empty, client_error
 
 
 def wait_ready(
@@ -317,42 +364,59 @@ def wait_ready(
 ) -> float:
     """Poll until alive + health + model listed + one real generation; return seconds.
 
-    `generate()` performs one real short generation and raises on failure. Raises
-    BootFailure when the process exits (at once) or the timeout passes.
+    `generate(timeout_s)` runs one short generation within `timeout_s` and returns
+    (error, detail, tokens) as `judge_generation` takes them. Polling goes on only while
+    the server is not up yet; a server that exits fails at once, one that answers wrongly
+    fails at once with cause `bad_answer`, and the whole wait, generation included, ends
+    within `timeout_s` (+ BOOT_TIMEOUT_MARGIN_S) with cause `boot_timeout`.
     """
     from servesweep.failures import classify_exit, read_log
 
     start = time.monotonic()
     deadline = start + timeout_s
     delay = 0.2
-    stage = "starting"
-    last_error = ""
+    last = "no answer yet"
+
+    def left() -> float:
+        return max(0.05, deadline - time.monotonic())
+
+    def wrong(what: str) -> BootFailure:
+        return BootFailure("bad_answer", f"server is up but answered wrongly: {what}")
+
     while True:
         if not server.alive():
             code = server.returncode
             cause = classify_exit(code, read_log(server.log_path), default="died")
-            raise BootFailure(cause, f"server exited with code {code} during boot ({stage})")
+            raise BootFailure(cause, f"server exited with code {code} during boot ({last})")
         if time.monotonic() >= deadline:
-            detail = f"{stage}: {last_error}" if last_error else stage
             raise BootFailure(
-                "boot_timeout", f"not ready after {timeout_s:g} s (last check: {detail})"
+                "boot_timeout", f"not ready after {timeout_s:g} s (last check: {last})"
             )
-        status, _ = http_get(server.base_url + health_path, timeout_s=min(5.0, timeout_s))
-        if status == 200:
-            stage = "health ok"
-            ok = True
-            if models_path:
-                status, body = http_get(server.base_url + models_path, timeout_s=5.0)
-                ok = status == 200 and model_listed(body, model_name)
-                stage = "model listed" if ok else f"model not listed (HTTP {status})"
-            if ok:
-                try:
-                    generate()
-                    return time.monotonic() - start
-                except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
-                    stage = "generation failed"
-                    last_error = str(exc)[:200]
-        else:
-            stage = f"health HTTP {status}" if status else "no answer"
+        status, body = http_get(server.base_url + health_path, timeout_s=min(5.0, left()))
+        verdict = judge_status(status)
+        last = f"{health_path} HTTP {status}" if status else f"no answer on {health_path}"
+        if verdict == WRONG:
+            raise wrong(f"{health_path} HTTP {status}: {body[:200]!r}")
+        if verdict == READY and models_path:
+            status, body = http_get(server.base_url + models_path, timeout_s=min(5.0, left()))
+            verdict = judge_status(status)
+            last = f"{models_path} HTTP {status}" if status else f"no answer on {models_path}"
+            if verdict == WRONG:
+                raise wrong(
+                    f"{models_path} HTTP {status}: {body[:200]!r} (an engine without it "
+                    "takes `models_path: null`)"
+                )
+            if verdict == READY and not model_listed(body, model_name):
+                raise wrong(
+                    f"{models_path} lists {model_ids(body)!r}, not {model_name!r} "
+                    "(set the variant's `model_name`)"
+                )
+        if verdict == READY:
+            verdict, seen = judge_generation(*generate(left()))
+            last = f"generation: {seen}" if seen else "generation ok"
+            if verdict == READY:
+                return time.monotonic() - start
+            if verdict == WRONG:
+                raise wrong(f"the readiness generation got {seen}")
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 1.5, 2.0)

@@ -164,16 +164,56 @@ def test_malformed_stream(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
-def test_malformed_from_the_start_never_becomes_ready(tmp_path, tiny_model):
+@pytest.mark.parametrize(
+    "fault, seen",
+    [
+        ("malformed", "bad_stream: not JSON: b'{this is not json'"),
+        ("http_422", "HTTP 422"),
+        ("empty", "empty"),
+    ],
+)
+def test_a_wrong_readiness_answer_fails_fast_without_a_relaunch(tmp_path, tiny_model, fault, seen):
+    # Up, but answering the readiness generation wrongly: waiting (boot_timeout_s is 60)
+    # or relaunching (retries.boot 1) would not fix it.
+    start = time.monotonic()
     cell = run(
         tmp_path,
         tiny_model,
-        {"fault": "malformed", "after": 0},
+        {"fault": fault, "after": 0, "fraction": 1.0},
+        boot_retries=1,
         levels=(1,),
-        server={"boot_timeout_s": 3},
+        server={"boot_timeout_s": 60},
     )
-    assert (cell["failure"]["stage"], cell["failure"]["cause"]) == ("boot", "boot_timeout")
-    assert "generation failed" in cell["failure"]["message"]
+    elapsed = time.monotonic() - start
+    failure = cell["failure"]
+    assert (failure["stage"], failure["cause"]) == ("boot", "bad_answer"), failure
+    assert seen in failure["message"], failure["message"]
+    assert len(cell["boot_attempts"]) == 1
+    assert elapsed < 10, elapsed
+    assert_nothing_left(cell)
+
+
+def test_a_hanging_readiness_generation_ends_within_the_boot_timeout(tmp_path, tiny_model):
+    # Health answers, the generation never does: the boot still ends at boot_timeout_s
+    # (request_timeout_s, 20 s here, does not stretch it).
+    from servesweep.server import BOOT_TIMEOUT_MARGIN_S
+
+    boot_timeout = 3
+    start = time.monotonic()
+    cell = run(
+        tmp_path,
+        tiny_model,
+        {"fault": "hang_at", "at": 1},
+        levels=(1,),
+        server={"boot_timeout_s": boot_timeout},
+    )
+    failure = cell["failure"]
+    assert (failure["stage"], failure["cause"]) == ("boot", "boot_timeout"), failure
+    assert "generation" in failure["message"]
+    # The whole cell: launch, the bounded boot, teardown (3 s grace for the hung server).
+    assert time.monotonic() - start < boot_timeout + BOOT_TIMEOUT_MARGIN_S + 3 + 2
+    boot_ends = [ln for ln in cell["job_log"] if "FAILED at boot" in ln]
+    assert boot_ends, cell["job_log"]
     assert_nothing_left(cell)
 
 

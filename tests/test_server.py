@@ -78,14 +78,23 @@ def assert_gone(server, pids):
     assert port_is_free("127.0.0.1", server.port)
 
 
+def GOOD(left):  # a readiness generation that streamed 4 tokens
+    return (None, None, 4)
+
+
 def test_ready_then_clean_teardown(tmp_path):
     server = launch(tmp_path, "ok")
     calls = []
     try:
         boot = wait_ready(
-            server, "/health", "/v1/models", "m", 20, generate=lambda: calls.append(1)
+            server,
+            "/health",
+            "/v1/models",
+            "m",
+            20,
+            generate=lambda left: calls.append(left) or (None, None, 4),
         )
-        assert boot > 0 and calls == [1]
+        assert boot > 0 and len(calls) == 1 and 0 < calls[0] <= 20
     finally:
         result = server.stop(grace_s=5)
     assert result.clean and not result.escalated
@@ -95,7 +104,7 @@ def test_ready_then_clean_teardown(tmp_path):
 def test_ignored_sigterm_and_forked_children_are_killed(tmp_path):
     server = launch(tmp_path, "ok-fork-ignore-term-setsid")
     try:
-        wait_ready(server, "/health", "/v1/models", "m", 20, generate=lambda: None)
+        wait_ready(server, "/health", "/v1/models", "m", 20, generate=GOOD)
         time.sleep(0.3)
         from servesweep.server import descendants
 
@@ -111,7 +120,7 @@ def test_crash_during_boot_is_classified(tmp_path):
     server = launch(tmp_path, "crash")
     try:
         with pytest.raises(BootFailure) as err:
-            wait_ready(server, "/health", "/v1/models", "m", 20, generate=lambda: None)
+            wait_ready(server, "/health", "/v1/models", "m", 20, generate=GOOD)
     finally:
         server.stop(grace_s=1)
     assert err.value.cause == "oom"
@@ -124,7 +133,7 @@ def test_never_ready_times_out(tmp_path):
     start = time.monotonic()
     try:
         with pytest.raises(BootFailure) as err:
-            wait_ready(server, "/health", "/v1/models", "m", 1.5, generate=lambda: None)
+            wait_ready(server, "/health", "/v1/models", "m", 1.5, generate=GOOD)
     finally:
         result = server.stop(grace_s=2)
     assert err.value.cause == "boot_timeout"
@@ -136,10 +145,11 @@ def test_model_must_be_listed(tmp_path):
     server = launch(tmp_path, "ok")
     try:
         with pytest.raises(BootFailure) as err:
-            wait_ready(server, "/health", "/v1/models", "other", 1.5, generate=lambda: None)
+            wait_ready(server, "/health", "/v1/models", "other", 1.5, generate=GOOD)
     finally:
         server.stop(grace_s=2)
-    assert "model not listed" in err.value.message
+    assert err.value.cause == "bad_answer"
+    assert "lists ['m'], not 'other'" in err.value.message
 
 
 def test_watchdog_ends_the_group_when_the_owner_is_killed(tmp_path):
@@ -206,3 +216,40 @@ def test_assertion_with_oom_is_oom():
 def test_sigkill_without_signature_is_host_oom():
     assert classify_exit(-9, "nothing useful") == "oom"
     assert classify_exit(1, "nothing useful") == "died"
+
+
+@pytest.mark.parametrize(
+    "error, detail, tokens, verdict",
+    [
+        (None, None, 4, "ready"),
+        (None, None, 0, "wrong"),  # up, but generated nothing
+        ("connect", "Connection refused", 0, "not_up"),
+        ("disconnect", None, 0, "not_up"),
+        ("timeout", None, 0, "not_up"),
+        ("http_503", "loading", 0, "not_up"),
+        ("http_500", "", 0, "not_up"),
+        ("http_429", "", 0, "not_up"),
+        ("http_422", '{"detail": "extra_forbidden"}', 0, "wrong"),
+        ("http_404", "Not Found", 0, "wrong"),
+        ("bad_stream", "not JSON: b'{x'", 0, "wrong"),
+        ("stream_error", "boom", 0, "wrong"),
+        ("empty", None, 0, "wrong"),
+    ],
+)
+def test_readiness_generation_verdicts(error, detail, tokens, verdict):
+    from servesweep.server import judge_generation
+
+    got, seen = judge_generation(error, detail, tokens)
+    assert got == verdict
+    if detail:
+        assert detail[:20] in seen  # the excerpt travels into the failure message
+
+
+@pytest.mark.parametrize(
+    "status, verdict",
+    [(200, "ready"), (0, "not_up"), (503, "not_up"), (429, "not_up"), (404, "wrong")],
+)
+def test_readiness_status_verdicts(status, verdict):
+    from servesweep.server import judge_status
+
+    assert judge_status(status) == verdict
