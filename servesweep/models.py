@@ -99,6 +99,15 @@ def materialize(name: str, source: dict, dest: Path) -> dict:
     return manifest
 
 
+def model_path(name: str, source: dict, models_dir: Path) -> Path:
+    """The directory a server will load (once download_model ran): what the plan shows
+    before a manifest exists."""
+    kind, value = parse_source(name, source)
+    if kind == "path":
+        return Path(value).expanduser().resolve()
+    return (Path(models_dir) / name / "files").resolve()
+
+
 def parse_source(name: str, source) -> tuple[str, object]:
     """Return (kind, value) of a source entry, or raise ModelSourceError."""
     if not isinstance(source, dict) or len(source) != 1:

@@ -318,6 +318,23 @@ def existing_python(name: str, stack: dict) -> Path:
     return given
 
 
+def stack_python(name: str, stack: dict, stacks_dir: Path) -> Path:
+    """Where a stack's interpreter is (or will be, once setup_env built it): what the plan
+    shows before a manifest exists. The manifest's own `python` wins once it does."""
+    dest = Path(stacks_dir).absolute() / name
+    kind = stack["kind"]
+    if kind == "venv":
+        return dest / "venv" / "bin" / "python"
+    if kind == "conda":
+        return dest / "env" / "bin" / "python"
+    if kind == "container":
+        return dest / "python"
+    try:
+        return existing_python(name, stack).absolute()
+    except StackError:
+        return Path(stack["python"])  # not there (yet): shown as given
+
+
 # -- probe and manifest ----------------------------------------------------------------
 
 

@@ -1,0 +1,23 @@
+"""plan: every cell's state, launch command and estimated time; launches nothing."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
+
+from servesweep.config import load  # noqa: E402
+from servesweep.joblog import job_logger  # noqa: E402
+from servesweep.plan import Paths, write_plan  # noqa: E402
+
+sm = snakemake  # noqa: F821
+with job_logger(sm.log[0]) as log:
+    text = write_plan(
+        load(sm.config),
+        Paths.under(Path.cwd()),
+        list(sm.params.sweep_files),
+        bool(sm.params.is_default),
+        sm.output.txt,
+        sm.output.json,
+    )
+    print(text, flush=True)
+    log(f"wrote {sm.output.txt} and {sm.output.json}")

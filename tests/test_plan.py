@@ -1,0 +1,233 @@
+"""The plan without Snakemake: states, estimates, totals and the text it prints."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servesweep import CLIENT_VERSION
+from servesweep.config import load, spec_hash
+from servesweep.plan import (
+    DEFAULT_BOOT_S,
+    DEFAULT_CELL_TOK_S,
+    DEFAULT_STREAM_TOK_S,
+    DEFAULT_TEARDOWN_S,
+    LEVEL_OVERHEAD_S,
+    Paths,
+    cell_state,
+    changed_keys,
+    duration,
+    plan_sweep,
+    render,
+    state_digest,
+    totals,
+)
+
+RETRIES = {"boot": 1, "failed_cells": False, "max_attempts": 3}
+
+
+def sweep_config(**benchmark) -> dict:
+    return {
+        "stacks": {"box": {"kind": "existing", "python": "/opt/env/bin/python3"}},
+        "models": {"m": {"path": "/shared/m"}},
+        "engine": "vllm",
+        "server": {"gpus": 2},
+        "variants": {
+            "baseline": {"flags": {"tensor-parallel-size": 2}},
+            "ep": {"extends": "baseline", "flags": {"enable-expert-parallel": True}},
+        },
+        "benchmark": {
+            "levels": [1, 100],
+            "warmup": 0,
+            "num_prompts": {"per_level": 1, "min": 10},
+            "workload": {"kind": "random", "input_tokens": 8, "output_tokens": 100},
+            **benchmark,
+        },
+    }
+
+
+def record(sweep, variant, status="ok", attempt=0, client=CLIENT_VERSION, **extra) -> dict:
+    spec = sweep.spec("box", "m", variant)
+    cell = {
+        "stack": "box",
+        "model": "m",
+        "variant": variant,
+        "engine": "vllm",
+        "spec": spec,
+        "spec_hash": spec_hash(spec),
+        "client_version": client,
+        "attempt": attempt,
+        "status": status,
+        "failure": {"stage": "boot", "cause": "oom"} if status == "failed" else None,
+        "boot_s": 30.0,
+        "teardown": {"seconds": 4.0},
+        "finished_at": "2026-12-01T10:00:00+00:00",
+        "levels": [
+            {"level": 1, "status": "ok", "output_throughput": 50.0},
+            {"level": 100, "status": "ok", "output_throughput": 2500.0},
+        ],
+    }
+    cell.update(extra)
+    return cell
+
+
+def write(paths: Paths, cell: dict) -> None:
+    path = paths.cell_json(cell["stack"], cell["model"], cell["variant"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(cell))
+
+
+def manifests(paths: Paths) -> None:
+    for path, data in (
+        (paths.stack_manifest("box"), {"python": "/opt/env/bin/python3"}),
+        (paths.model_manifest("m"), {"path": "/shared/m"}),
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data))
+
+
+def test_a_new_sweep_runs_everything_at_default_rates(tmp_path):
+    sweep = load(sweep_config())
+    planned = plan_sweep(sweep, Paths.under(tmp_path))
+    assert [(p.variant, p.state, p.action) for p in planned] == [
+        ("baseline", "new", "run"),
+        ("ep", "new", "run"),
+    ]
+    # Defaults by hand: level 1 has 10 requests of 100 tokens at 20 tok/s (one stream);
+    # level 100 has 100 requests at min(100 x 20, 2000) tok/s.
+    level1 = 10 * 100 / DEFAULT_STREAM_TOK_S + LEVEL_OVERHEAD_S
+    level100 = 100 * 100 / min(100 * DEFAULT_STREAM_TOK_S, DEFAULT_CELL_TOK_S) + LEVEL_OVERHEAD_S
+    expected = DEFAULT_BOOT_S + DEFAULT_TEARDOWN_S + level1 + level100
+    assert planned[0].estimate_s == pytest.approx(expected, abs=0.1)
+    assert planned[0].estimate_from == "default rates"
+    assert planned[0].gpus == 2
+    t = totals(planned)
+    assert t["to_run"] == 2
+    assert t["gpu_hours"] == pytest.approx(2 * 2 * expected / 3600, abs=0.01)
+    # Before any build: the interpreter as configured, the model directory as given.
+    assert planned[0].command[:5] == [
+        "/opt/env/bin/python3",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/shared/m",
+    ]
+    assert planned[1].command[-3:] == ["--tensor-parallel-size", "2", "--enable-expert-parallel"]
+    assert planned[0].env == {"VLLM_SERVER_DEV_MODE": "1"}
+
+
+def test_measured_cells_are_kept_and_estimated_from_their_records(tmp_path):
+    sweep = load(sweep_config())
+    paths = Paths.under(tmp_path)
+    manifests(paths)
+    write(paths, record(sweep, "baseline"))
+    planned = plan_sweep(sweep, paths)
+    base, ep = planned
+    assert (base.state, base.action) == ("current", "keep")
+    # Its own records: boot 30, teardown 4, 1000 tokens at 50 tok/s, 10,000 at 2,500.
+    assert base.estimate_s == pytest.approx(30 + 4 + 20 + 4 + 2 * LEVEL_OVERHEAD_S)
+    assert base.estimate_from == "this cell's records"
+    # The other variant has none: the same engine's records stand in.
+    assert (ep.state, ep.estimate_from) == ("new", "vllm records")
+    assert ep.estimate_s == pytest.approx(base.estimate_s)
+    assert totals(planned)["to_run"] == 1
+
+
+def test_a_spec_change_makes_the_cell_stale_and_says_what_changed(tmp_path):
+    old = load(sweep_config())
+    paths = Paths.under(tmp_path)
+    manifests(paths)
+    write(paths, record(old, "baseline"))
+    new = sweep_config()
+    new["variants"]["baseline"]["flags"]["max-num-seqs"] = 8
+    base = plan_sweep(load(new), paths)[0]
+    assert (base.state, base.action) == ("stale", "run")
+    assert base.why == "spec changed: command, flags"
+
+
+@pytest.mark.parametrize(
+    "retries, attempt, expected",
+    [
+        (
+            RETRIES,
+            0,
+            ("failed", "keep", "failed at boot (oom); final (retries.failed_cells is off)"),
+        ),
+        (
+            {**RETRIES, "failed_cells": True},
+            1,
+            ("failed", "run", "failed at boot (oom); retried: attempt 2 of 3"),
+        ),
+        (
+            {**RETRIES, "failed_cells": True},
+            0,
+            ("failed", "keep", "failed at boot (oom); final (3 attempts used)"),
+        ),
+    ],
+)
+def test_failed_cells_say_whether_they_will_be_retried(retries, attempt, expected):
+    sweep = load(sweep_config())
+    spec = sweep.spec("box", "m", "baseline")
+    previous = record(sweep, "baseline", status="failed", attempt=0)
+    assert cell_state(previous, spec, attempt, retries, []) == expected
+
+
+def test_an_older_client_is_stale_but_not_rerun_by_itself():
+    sweep = load(sweep_config())
+    spec = sweep.spec("box", "m", "baseline")
+    previous = record(sweep, "baseline", client="0")
+    state, action, why = cell_state(previous, spec, 0, RETRIES, [])
+    assert (state, action) == ("stale", "keep")
+    assert f"client v0 (now v{CLIENT_VERSION})" in why
+
+
+def test_a_missing_manifest_reruns_a_measured_cell(tmp_path):
+    sweep = load(sweep_config())
+    paths = Paths.under(tmp_path)
+    write(paths, record(sweep, "baseline"))  # measured, but resources/ was deleted
+    base = plan_sweep(sweep, paths)[0]
+    assert (base.state, base.action) == ("current", "run")
+    assert "stack box's manifest and model m's manifest missing" in base.why
+
+
+def test_changed_keys():
+    assert changed_keys({"a": 1, "b": {"c": 2, "d": 3}}, {"a": 1, "b": {"c": 2, "d": 4}}) == ["b.d"]
+    assert changed_keys({"a": 1}, {"a": 1, "e": 5}) == ["e"]
+
+
+def test_render_shows_the_table_commands_and_totals(tmp_path):
+    sweep = load(sweep_config())
+    planned = plan_sweep(sweep, Paths.under(tmp_path))
+    text = render(planned, ["my-sweep.yaml"], False)
+    assert text.startswith("servesweep plan - sweep: my-sweep.yaml\n")
+    assert "2 cells: 2 will run; 2 new" in text
+    assert "GPU-hours" in text and "default rates" in text
+    assert "--enable-expert-parallel" in text
+    assert "env: VLLM_SERVER_DEV_MODE=1" in text
+    header = next(line for line in text.splitlines() if line.lstrip().startswith("#"))
+    assert header.split()[:4] == ["#", "stack", "model", "variant"]
+
+
+def test_duration():
+    assert duration(45) == "45 s"
+    assert duration(750) == "12 min 30 s"
+    assert duration(3900) == "1 h 05 min"
+
+
+def test_the_digest_follows_specs_and_records(tmp_path):
+    sweep = load(sweep_config())
+    paths = Paths.under(tmp_path)
+    first = state_digest(sweep, paths)
+    assert state_digest(sweep, paths) == first
+    write(paths, record(sweep, "baseline"))
+    second = state_digest(sweep, paths)
+    assert second != first
+    edited = sweep_config()
+    edited["variants"]["ep"]["flags"]["x"] = 1
+    assert state_digest(load(edited), paths) != second
+
+
+def test_paths_are_the_workflows(tmp_path):
+    paths = Paths.under(tmp_path)
+    assert paths.cell_json("s", "m", "v") == tmp_path / "results/cells/s/m/v/cell.json"
+    assert paths.stack_manifest("s") == Path(tmp_path) / "resources/stacks/s/manifest.json"
