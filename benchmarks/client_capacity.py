@@ -7,7 +7,7 @@ interleaved. Against a server that costs nothing, a client's throughput is its o
 
     python benchmarks/client_capacity.py --peer-python /tmp/bench-venv/bin/python
 
-Clients: ours (servesweep.client, three ways: streams kept raw for parsing after the level,
+Clients: ours (servesweep.bench.client, three ways: streams kept raw for parsing after the level,
 as a level runs while its memory budget lasts; `ours-packed`, kept compressed, as past that
 budget; `ours-inline`, parsed as each request ends, as past the second budget too),
 `sglang.benchmark.serving` (bench_serving) and SGLang's Rust client
@@ -39,8 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from servesweep import client as ours  # noqa: E402
-from servesweep.workload import load_tokenizer, random_prompts  # noqa: E402
+from servesweep.bench import client as ours  # noqa: E402
+from servesweep.bench.workload import load_tokenizer, random_prompts  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 INPUT_TOKENS, OUTPUT_TOKENS = 32, 256

@@ -45,7 +45,7 @@ MODELS = {
         "moe_intermediate_size": 256,
         "dtype": "bfloat16",
     },
-    # The CPU default's model (DESIGN §7), for the local rehearsal.
+    # The CPU default's model (docs/design.md §6), for the local rehearsal.
     "tiny": {"hidden_size": 128, "num_layers": 2, "num_experts": 8, "experts_per_token": 2},
 }
 
@@ -210,8 +210,8 @@ def build_config(args, python: str) -> dict:
 
 def report(cell_paths, levels, work: Path, out: Path, digest: dict) -> None:
     """summary.csv and report.html over the cells that finished, copied to OUT."""
-    from servesweep.collect import collect
-    from servesweep.report import build_report
+    from servesweep.results.collect import collect
+    from servesweep.results.report import build_report
 
     results = work / "results"
     df = collect(cell_paths, results / "summary.csv", levels=levels)

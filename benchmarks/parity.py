@@ -39,9 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from servesweep.client import ClientSettings, probe_generation, run_level  # noqa: E402
-from servesweep.server import ServerProcess, free_port, wait_ready  # noqa: E402
-from servesweep.workload import load_tokenizer, random_prompts  # noqa: E402
+from servesweep.bench.client import ClientSettings, probe_generation, run_level  # noqa: E402
+from servesweep.bench.workload import load_tokenizer, random_prompts  # noqa: E402
+from servesweep.readiness import wait_ready  # noqa: E402
+from servesweep.server import ServerProcess, free_port  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 # (label, our summary field, bench_serving result field); the first three are the check.

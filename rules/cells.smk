@@ -1,4 +1,4 @@
-# One job per cell: launch, readiness, every level in order, teardown (DESIGN.md §3).
+# One job per cell: launch, readiness, every level in order, teardown (docs/design.md §3).
 rule run_cell:
     input:
         stack="resources/stacks/{stack}/manifest.json",

@@ -7,7 +7,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from servesweep import CLIENT_VERSION  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
-from servesweep.report import build_report  # noqa: E402
+from servesweep.results.report import build_report  # noqa: E402
 
 sm = snakemake  # noqa: F821
 with job_logger(sm.log[0]) as log:

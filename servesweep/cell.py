@@ -9,48 +9,26 @@ Snakemake run measures the cell again.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import json
 import os
 import shlex
 import shutil
-import subprocess
 from pathlib import Path
 
 from servesweep import CLIENT_VERSION
-from servesweep.client import ClientSettings, generate_once, probe_generation, run_level
+from servesweep.bench.client import ClientSettings, probe_generation, run_level
+from servesweep.bench.workload import Prompt, load_tokenizer, random_prompts, sharegpt_prompts
 from servesweep.config import spec_hash
 from servesweep.engines import get_engine, launch_command, launch_env
-from servesweep.engines.base import counter_delta
-from servesweep.failures import (
-    BOOT_RETRY_CAUSES,
-    classify_exit,
-    classify_log,
-    log_tail,
-    read_log,
-)
-from servesweep.server import (
-    BootFailure,
-    ServerProcess,
-    free_port,
-    http_get,
-    port_is_free,
-    wait_ready,
-)
+from servesweep.engines.prometheus import counter_delta
+from servesweep.failures import BOOT_RETRY_CAUSES, log_tail
+from servesweep.jsonfile import utc_now, write_json
+from servesweep.readiness import BootFailure, check_alive, diagnose, wait_ready
+from servesweep.records import CellRecord, LevelSummary
+from servesweep.server import ServerProcess, free_port, port_is_free
 from servesweep.telemetry import GpuSampler, joules_per_token, visible_indices
-from servesweep.workload import load_tokenizer, random_prompts, sharegpt_prompts
 
 LOG_TAIL_LINES = 50
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
+LIVENESS_PROBE_MAX_S = 60.0
 
 
 def level_plan(spec: dict) -> list[tuple[int, int]]:
@@ -59,7 +37,7 @@ def level_plan(spec: dict) -> list[tuple[int, int]]:
     return [(level, r) for level in bench["levels"] for r in range(bench["repeats"])]
 
 
-def make_prompts(spec: dict, tokenizer, level: int, repeat: int) -> list:
+def make_prompts(spec: dict, tokenizer, level: int, repeat: int) -> list[Prompt]:
     """The level's prompts (warmup first). Seeded by level and repeat, so every variant
     sees exactly the same requests."""
     bench = spec["benchmark"]
@@ -73,8 +51,243 @@ def make_prompts(spec: dict, tokenizer, level: int, repeat: int) -> list:
     return random_prompts(tokenizer, n, workload["input_tokens"], workload["output_tokens"], seed)
 
 
-def not_run(level: int, repeat: int) -> dict:
+def not_run(level: int, repeat: int) -> LevelSummary:
     return {"level": level, "repeat": repeat, "status": "not_run", "cause": None}
+
+
+class CellRun:
+    """One measurement of one cell: its record, its log, and how a failure is written."""
+
+    def __init__(
+        self,
+        spec: dict,
+        stack_manifest: dict,
+        model_manifest: dict,
+        out_dir: Path,
+        server_log: Path,
+        log=print,
+        attempt: int = 0,
+    ):
+        self.spec = spec
+        self.out_dir = Path(out_dir)
+        self.levels_dir = self.out_dir / "levels"
+        self.server_log = Path(server_log)
+        self.log = log
+        self.engine = get_engine(spec["engine"], spec.get("engine_options"))
+        self.host = spec["server"]["host"]
+        self.python = stack_manifest["python"]
+        self.model_path = model_manifest["path"]
+        self.plan = level_plan(spec)
+        self.tokenizer = load_tokenizer(Path(self.model_path))
+        bench = spec["benchmark"]
+        self.settings = ClientSettings(
+            base_url="",
+            endpoint=bench["endpoint"],
+            model=self.engine.served_model_name(self.model_path),
+            request_timeout_s=bench["request_timeout_s"],
+            stall_timeout_s=bench["stall_timeout_s"],
+            extra_body=self.engine.request_extras(),
+            tokenizer=self.tokenizer,
+        )
+        self.record: CellRecord = {
+            "stack": spec["stack"]["name"],
+            "model": spec["model"]["name"],
+            "variant": spec["variant"],
+            "engine": spec["engine"],
+            "spec_hash": spec_hash(spec),
+            "spec": spec,
+            "client_version": CLIENT_VERSION,
+            "attempt": attempt,
+            "status": "ok",
+            "failure": None,
+            "command": [],
+            "command_str": "",
+            "env": launch_env(spec),
+            "host": self.host,
+            "port": 0,
+            "server_pid": None,
+            "boot_s": None,
+            "boot_attempts": [],
+            "started_at": utc_now(),
+            "finished_at": None,
+            "teardown": None,
+            "stack_manifest": stack_manifest,
+            "model_manifest": model_manifest,
+            "levels": [not_run(level, r) for level, r in self.plan],
+        }
+
+    def fail(self, stage: str, cause: str, message: str, level=None, repeat=None) -> None:
+        self.record["status"] = "failed"
+        self.record["failure"] = {
+            "stage": stage,
+            "cause": cause,
+            "level": level,
+            "repeat": repeat,
+            "message": message,
+            "log_tail": log_tail(self.server_log, LOG_TAIL_LINES),
+        }
+        where = f" (level {level})" if level else ""
+        self.log(f"FAILED at {stage}{where}: {cause}: {message}")
+
+    def prepare(self, port: int) -> None:
+        """Point the command and the client at `port`."""
+        command = launch_command(self.spec, self.python, self.model_path, port)
+        self.record.update(command=command, command_str=shlex.join(command), port=port)
+        self.settings.base_url = f"http://{self.host}:{port}"
+
+    def launch(self) -> ServerProcess | None:
+        """Start the server on the prepared port; None (recorded) when it cannot start."""
+        port = self.record["port"]
+        self.log(f"$ {self.record['command_str']}")
+        if not port_is_free(self.host, port):
+            message = f"port {port} on {self.host} is already taken; not launching"
+            self.fail("launch", "port_in_use", message)
+            self.record["boot_attempts"].append({"cause": "port_in_use", "message": message})
+            return None
+        try:
+            server = ServerProcess(
+                self.record["command"], self.record["env"], self.server_log, self.host, port
+            )
+        except OSError as exc:
+            command = self.record["command"][0]
+            self.fail("launch", "unknown", f"cannot start {command}: {exc.strerror or exc}")
+            raise
+        self.record["server_pid"] = server.pid
+        self.log(f"server pid {server.pid} (process group {server.pgid}), log {self.server_log}")
+        return server
+
+    def generate(self, prompt: str, max_tokens: int):
+        """A short real generation as (error, detail, tokens), bounded by its argument."""
+        return lambda timeout_s: asyncio.run(
+            probe_generation(self.settings, prompt, max_tokens, timeout_s)
+        )
+
+    def measure(self, server: ServerProcess) -> bool:
+        """Boot, run the levels, tear down (on every path). Returns False when the server
+        never became ready (so the caller may relaunch)."""
+        booted = completed = False
+        try:
+            try:
+                boot_s = wait_ready(
+                    server,
+                    self.engine.health_path,
+                    self.engine.models_path,
+                    self.settings.model,
+                    self.spec["server"]["boot_timeout_s"],
+                    generate=self.generate("Hello", 4),
+                    log=self.log,
+                )
+                booted = True
+                self.record["boot_s"] = round(boot_s, 3)
+                # An earlier boot try may have failed.
+                self.record["status"], self.record["failure"] = "ok", None
+                self.log(f"ready in {self.record['boot_s']} s")
+                self.run_levels(server)
+            except BootFailure as exc:
+                self.record["boot_attempts"].append({"cause": exc.cause, "message": exc.message})
+                self.fail("boot", exc.cause, exc.message)
+            completed = True
+        finally:
+            # Every path tears down. Only a completed measurement is written, so an
+            # interrupted cell is measured again next run.
+            self.tear_down(server, completed)
+        return booted
+
+    def tear_down(self, server: ServerProcess, completed: bool) -> None:
+        teardown = server.stop(grace_s=self.spec["server"]["teardown_grace_s"])
+        self.record["teardown"] = teardown.as_dict()
+        self.log(
+            f"teardown: {'clean' if teardown.clean else 'NOT clean'} in {teardown.seconds:.1f} s"
+            f"{' (needed SIGKILL)' if teardown.escalated else ''}"
+        )
+        if completed and not teardown.clean and self.record["status"] == "ok":
+            self.fail(
+                "teardown",
+                "unknown",
+                f"processes {teardown.leftover_pids} or port {server.port} still held after "
+                "SIGKILL",
+            )
+
+    def run_levels(self, server: ServerProcess) -> None:
+        # NVML numbers GPUs physically; follow CUDA_VISIBLE_DEVICES when the cell has one.
+        gpu_indices = visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        probe_s = min(LIVENESS_PROBE_MAX_S, self.spec["benchmark"]["stall_timeout_s"])
+        for index, (level, repeat) in enumerate(self.plan):
+            unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
+            if unfit:
+                self.fail("level", unfit[0], f"{unfit[1]} before level {level}", level, repeat)
+                return
+            if not self.run_level(server, index, level, repeat, gpu_indices):
+                return
+
+    def run_level(self, server, index: int, level: int, repeat: int, gpu_indices) -> bool:
+        """One level against a live server; its summary written at once. False when it
+        failed (recorded), which ends the cell."""
+        bench, engine, base_url = self.spec["benchmark"], self.engine, self.settings.base_url
+        engine.flush_cache(base_url)
+        before = engine.snapshot(base_url)
+        prompts = make_prompts(self.spec, self.tokenizer, level, repeat)
+        name = f"L{level}_r{repeat}"
+        self.log(
+            f"level {level} repeat {repeat}: {len(prompts)} requests "
+            f"({bench['warmup']} warmup), concurrency {level}"
+        )
+        with GpuSampler(gpu_indices) as sampler:
+            summary = run_level(
+                self.settings,
+                prompts,
+                concurrency=level,
+                warmup=bench["warmup"],
+                records_path=self.levels_dir / f"{name}.requests.jsonl",
+                level=level,
+                repeat=repeat,
+                progress=lambda msg: self.log(f"  [level {level}] {msg}"),
+                error_rate_threshold=bench["error_rate_threshold"],
+            )
+        # Server-side counters around the level (speculative accept length, cache hits…).
+        after = engine.snapshot(base_url) if server.alive() else {}
+        summary["server_before"], summary["server_after"] = before, after
+        summary["server_counters"] = counter_delta(
+            before.get("metrics", {}), after.get("metrics", {})
+        )
+        gpu = sampler.result()
+        summary["gpu"] = gpu
+        summary["energy_j"] = gpu.get("energy_j")
+        summary["joules_per_output_token"] = joules_per_token(
+            gpu, summary.get("total_output_tokens") or 0
+        )
+        ok = summary.get("status") == "ok"
+        if not ok:
+            message = self._level_fault(server, summary, level)
+        self.record["levels"][index] = summary
+        write_json(self.levels_dir / f"{name}.json", summary)
+        if not ok:
+            self.fail("level", summary.get("cause") or "unknown", message, level, repeat)
+            return False
+        self.log(
+            f"level {level} repeat {repeat}: {summary.get('output_throughput') or 0:.1f} output "
+            f"tok/s, median TTFT {summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
+            f"{summary.get('median_tpot_ms') or 0:.1f} ms"
+        )
+        return True
+
+    def _level_fault(self, server: ServerProcess, summary: LevelSummary, level: int) -> str:
+        """The client saw a fault; the process and its log say what it was."""
+        cause, died = diagnose(server, summary.get("cause") or "unknown")
+        if died or summary.get("cause") in (None, "http_errors", "unknown"):
+            summary["cause"] = cause
+        summary["status"] = "failed"
+        if died:
+            return f"server exited with code {server.returncode} during level {level}"
+        return (
+            f"level {level}: {summary['cause']} "
+            f"({summary.get('failed', 0)} of {summary.get('num_prompts')} failed)"
+        )
+
+    def finish(self) -> CellRecord:
+        self.record["finished_at"] = utc_now()
+        write_json(self.out_dir / "cell.json", self.record)
+        return self.record
 
 
 def run_cell(
@@ -86,14 +299,13 @@ def run_cell(
     log=print,
     attempt: int = 0,
     boot_retries: int = 0,
-) -> dict:
-    """Measure one cell; write out_dir/cell.json and out_dir/levels/*; return the cell.
+) -> CellRecord:
+    """Measure one cell; write out_dir/cell.json and out_dir/levels/*; return the record.
 
     `attempt` counts reruns of a failed cell (recorded); `boot_retries` is how many more
-    launches a boot failure gets within this job.
+    launches a boot failure gets within this job (only for causes a relaunch may cure).
     """
-    out_dir = Path(out_dir)
-    levels_dir = out_dir / "levels"
+    levels_dir = Path(out_dir) / "levels"
     if levels_dir.exists():
         shutil.rmtree(levels_dir)
     levels_dir.mkdir(parents=True)
@@ -101,253 +313,32 @@ def run_cell(
     server_log.parent.mkdir(parents=True, exist_ok=True)
     server_log.write_bytes(b"")
 
-    engine = get_engine(spec["engine"], spec.get("engine_options"))
+    run = CellRun(spec, stack_manifest, model_manifest, out_dir, server_log, log, attempt)
     server_cfg = spec["server"]
-    host = server_cfg["host"]
-    python = stack_manifest["python"]
-    model_path = model_manifest["path"]
-    env = launch_env(spec)
-    plan = level_plan(spec)
-    port = free_port(host) if server_cfg["port"] == "auto" else int(server_cfg["port"])
-    command = launch_command(spec, python, model_path, port)
-    cell = {
-        "stack": spec["stack"]["name"],
-        "model": spec["model"]["name"],
-        "variant": spec["variant"],
-        "engine": spec["engine"],
-        "spec_hash": spec_hash(spec),
-        "spec": spec,
-        "client_version": CLIENT_VERSION,
-        "attempt": attempt,
-        "status": "ok",
-        "failure": None,
-        "command": command,
-        "command_str": shlex.join(command),
-        "env": env,
-        "host": host,
-        "port": port,
-        "server_pid": None,
-        "boot_s": None,
-        "boot_attempts": [],
-        "started_at": _now(),
-        "finished_at": None,
-        "teardown": None,
-        "stack_manifest": stack_manifest,
-        "model_manifest": model_manifest,
-        "levels": [not_run(level, r) for level, r in plan],
-    }
-
-    def fail(stage: str, cause: str, message: str, level=None, repeat=None) -> None:
-        cell["status"] = "failed"
-        cell["failure"] = {
-            "stage": stage,
-            "cause": cause,
-            "level": level,
-            "repeat": repeat,
-            "message": message,
-            "log_tail": log_tail(server_log, LOG_TAIL_LINES),
-        }
-        log(f"FAILED at {stage}{f' (level {level})' if level else ''}: {cause}: {message}")
-
-    log(f"cell {cell['stack']}/{cell['model']}/{cell['variant']} spec {cell['spec_hash']}")
-    log(f"run_cell owner pid {os.getpid()}, attempt {attempt}")
-    tokenizer = load_tokenizer(Path(model_path))
-    settings = ClientSettings(
-        base_url=f"http://{host}:{port}",
-        endpoint=spec["benchmark"]["endpoint"],
-        model=engine.served_model_name(model_path),
-        request_timeout_s=spec["benchmark"]["request_timeout_s"],
-        stall_timeout_s=spec["benchmark"]["stall_timeout_s"],
-        extra_body=engine.request_extras(),
-        tokenizer=tokenizer,
+    auto_port = server_cfg["port"] == "auto"
+    log(
+        f"cell {run.record['stack']}/{run.record['model']}/{run.record['variant']} "
+        f"spec {run.record['spec_hash']}"
     )
-
+    log(f"run_cell owner pid {os.getpid()}, attempt {attempt}")
     for boot_try in range(boot_retries + 1):
         if boot_try:
-            # A fresh port for a relaunch: the failed server may have left it in TIME_WAIT.
-            if server_cfg["port"] == "auto":
-                port = free_port(host)
-                command = launch_command(spec, python, model_path, port)
-            settings.base_url = f"http://{host}:{port}"
             with server_log.open("ab") as handle:
                 handle.write(f"\n--- relaunch {boot_try} ---\n".encode())
             log(f"boot failed; relaunching ({boot_try} of {boot_retries})")
-        cell.update(command=command, command_str=shlex.join(command), port=port)
-        log(f"$ {cell['command_str']}")
-        if not port_is_free(host, port):
-            fail("launch", "port_in_use", f"port {port} on {host} is already taken; not launching")
-            cell["boot_attempts"].append({"cause": "port_in_use", "message": "port taken"})
-            continue
+        if boot_try == 0 or auto_port:
+            # A fresh port for a relaunch: the failed server may have left it in TIME_WAIT.
+            run.prepare(free_port(run.host) if auto_port else int(server_cfg["port"]))
         try:
-            server = ServerProcess(command, env, server_log, host, port)
-        except OSError as exc:
-            fail("launch", "unknown", f"cannot start {command[0]}: {exc.strerror or exc}")
-            return _finish(cell, out_dir)
-        cell["server_pid"] = server.pid
-        log(f"server pid {server.pid} (process group {server.pgid}), log {server_log}")
-        booted = _measure(
-            cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log
-        )
-        if booted:
+            server = run.launch()
+        except OSError:
             break
-        cause = cell["boot_attempts"][-1]["cause"] if cell["boot_attempts"] else None
+        if server is not None and run.measure(server):
+            break
+        attempts = run.record["boot_attempts"]
+        cause = attempts[-1]["cause"] if attempts else None
         if cause not in BOOT_RETRY_CAUSES:
             if boot_try < boot_retries:
                 log(f"not relaunching: a boot that failed with {cause} would fail again")
             break
-    return _finish(cell, out_dir)
-
-
-def _measure(cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log) -> bool:
-    """Boot, run the levels, tear down (on every path). Returns False when the server
-    never became ready (so the caller may relaunch)."""
-    server_cfg = spec["server"]
-    booted = False
-    completed = False
-    try:
-        try:
-            boot_s = wait_ready(
-                server,
-                engine.health_path,
-                engine.models_path,
-                settings.model,
-                server_cfg["boot_timeout_s"],
-                generate=lambda left: asyncio.run(probe_generation(settings, "Hello", 4, left)),
-                log=log,
-            )
-            booted = True
-            cell["boot_s"] = round(boot_s, 3)
-            cell["status"], cell["failure"] = "ok", None  # an earlier boot try may have failed
-            log(f"ready in {cell['boot_s']} s")
-            _run_levels(
-                cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log
-            )
-        except BootFailure as exc:
-            cell["boot_attempts"].append({"cause": exc.cause, "message": exc.message})
-            fail("boot", exc.cause, exc.message)
-        completed = True
-    finally:
-        # Every path tears down. Only a completed measurement is written (by the
-        # caller), so an interrupted cell is measured again next run.
-        teardown = server.stop(grace_s=server_cfg["teardown_grace_s"])
-        cell["teardown"] = teardown.as_dict()
-        log(
-            f"teardown: {'clean' if teardown.clean else 'NOT clean'} in {teardown.seconds:.1f} s"
-            f"{' (needed SIGKILL)' if teardown.escalated else ''}"
-        )
-        if completed and not teardown.clean and cell["status"] == "ok":
-            fail(
-                "teardown",
-                "unknown",
-                f"processes {teardown.leftover_pids} or port {server.port} still held after "
-                "SIGKILL",
-            )
-    return booted
-
-
-def diagnose(server, observed: str, exit_wait_s: float = 2.0) -> tuple[str, bool]:
-    """(cause, died) for a fault the client observed. A server that is dying gets a
-    moment to exit, so a crash is not mistaken for a hang; a live server's log may
-    still name the cause (an NCCL error, say) better than the symptom does."""
-    try:
-        server.proc.wait(timeout=exit_wait_s)
-    except subprocess.TimeoutExpired:
-        return classify_log(read_log(server.log_path)) or observed, False
-    return classify_exit(server.returncode, read_log(server.log_path)), True
-
-
-def _check_alive(spec, server, engine, settings, level) -> tuple[str, str] | None:
-    """Liveness before a level: alive, health answers, and a 2-token generation
-    finishes in time (/health alone misses a hung-but-healthy server). Returns
-    (cause, message) when the server is not fit to measure."""
-    if not server.alive():
-        return diagnose(server, "died")[0], f"server exited with code {server.returncode}"
-    status, _ = http_get(settings.base_url + engine.health_path, timeout_s=10)
-    if status != 200:
-        cause, died = diagnose(server, "hung")
-        if died:
-            return cause, f"server exited with code {server.returncode}"
-        return cause, f"health check answered {status or 'nothing'}"
-    probe_s = min(60.0, spec["benchmark"]["stall_timeout_s"])
-    try:
-        asyncio.run(asyncio.wait_for(generate_once(settings, "ping", 2), probe_s))
-    except Exception as exc:  # noqa: BLE001 - any failure of the probe is the finding
-        timed_out = isinstance(exc, TimeoutError)
-        cause, died = diagnose(server, "hung" if timed_out else "http_errors")
-        if died:
-            return cause, f"server exited with code {server.returncode}"
-        return cause, f"liveness probe: {'timed out' if timed_out else str(exc)[:200]}"
-    return None
-
-
-def _run_levels(cell, spec, plan, server, engine, settings, tokenizer, levels_dir, fail, log):
-    # NVML numbers GPUs physically; follow CUDA_VISIBLE_DEVICES when the cell has one.
-    gpu_indices = visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"))
-    for index, (level, repeat) in enumerate(plan):
-        unfit = _check_alive(spec, server, engine, settings, level)
-        if unfit:
-            fail("level", unfit[0], f"{unfit[1]} before level {level}", level, repeat)
-            return
-        engine.flush_cache(settings.base_url)
-        before = engine.snapshot(settings.base_url)
-        prompts = make_prompts(spec, tokenizer, level, repeat)
-        name = f"L{level}_r{repeat}"
-        log(
-            f"level {level} repeat {repeat}: {len(prompts)} requests "
-            f"({spec['benchmark']['warmup']} warmup), concurrency {level}"
-        )
-        with GpuSampler(gpu_indices) as sampler:
-            summary = run_level(
-                settings,
-                prompts,
-                concurrency=level,
-                warmup=spec["benchmark"]["warmup"],
-                records_path=levels_dir / f"{name}.requests.jsonl",
-                level=level,
-                repeat=repeat,
-                progress=lambda msg, lv=level: log(f"  [level {lv}] {msg}"),
-                error_rate_threshold=spec["benchmark"]["error_rate_threshold"],
-            )
-        summary["started_at"] = summary.get("started_at") or _now()
-        # Server-side counters around the level (speculative accept length, cache hits…).
-        after = engine.snapshot(settings.base_url) if server.alive() else {}
-        summary["server_before"], summary["server_after"] = before, after
-        summary["server_counters"] = counter_delta(
-            before.get("metrics", {}), after.get("metrics", {})
-        )
-        gpu = sampler.result()
-        summary["gpu"] = gpu
-        summary["energy_j"] = gpu.get("energy_j")
-        summary["joules_per_output_token"] = joules_per_token(
-            gpu, summary.get("total_output_tokens") or 0
-        )
-        if summary.get("status") != "ok":
-            # The client saw a fault; the process and its log say what it was.
-            cause, died = diagnose(server, summary.get("cause") or "unknown")
-            if died or summary.get("cause") in (None, "http_errors", "unknown"):
-                summary["cause"] = cause
-            if died:
-                message = f"server exited with code {server.returncode} during level {level}"
-            else:
-                message = (
-                    f"level {level}: {summary['cause']} "
-                    f"({summary.get('failed', 0)} of {summary.get('num_prompts')} failed)"
-                )
-            summary["status"] = "failed"
-            cell["levels"][index] = summary
-            _write_json(levels_dir / f"{name}.json", summary)
-            fail("level", summary.get("cause") or "unknown", message, level, repeat)
-            return
-        cell["levels"][index] = summary
-        _write_json(levels_dir / f"{name}.json", summary)
-        log(
-            f"level {level} repeat {repeat}: {summary.get('output_throughput', 0):.1f} output "
-            f"tok/s, median TTFT {summary.get('median_ttft_ms', 0):.1f} ms, median TPOT "
-            f"{summary.get('median_tpot_ms') or 0:.1f} ms"
-        )
-
-
-def _finish(cell: dict, out_dir: Path) -> dict:
-    cell["finished_at"] = _now()
-    _write_json(Path(out_dir) / "cell.json", cell)
-    return cell
+    return run.finish()

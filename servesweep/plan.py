@@ -26,6 +26,7 @@ from tabulate import tabulate
 from servesweep import CLIENT_VERSION
 from servesweep.config import Sweep, next_attempt, spec_hash
 from servesweep.engines import launch_command, launch_env
+from servesweep.jsonfile import read_json
 from servesweep.models import model_path
 from servesweep.stacks import stack_python
 
@@ -73,14 +74,6 @@ class Paths(NamedTuple):
 
     def model_manifest(self, model: str) -> Path:
         return self.models / model / "manifest.json"
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -198,7 +191,7 @@ def earlier_records(results: Path) -> list[dict]:
     """Every cell.json under results/cells (any sweep's: they are all evidence of speed)."""
     cells = []
     for path in sorted((Path(results) / "cells").glob("**/cell.json")):
-        cell = _read_json(path)
+        cell = read_json(path)
         if cell is not None:
             cells.append(cell)
     return cells
@@ -207,8 +200,8 @@ def earlier_records(results: Path) -> list[dict]:
 def plan_sweep(sweep: Sweep, paths: Paths) -> list[PlannedCell]:
     """Every cell of the sweep, in the order of the config, with its state and estimate."""
     rates = Rates(earlier_records(paths.results))
-    manifests = {("stack", s): _read_json(paths.stack_manifest(s)) for s in sweep.stacks} | {
-        ("model", m): _read_json(paths.model_manifest(m)) for m in sweep.models
+    manifests = {("stack", s): read_json(paths.stack_manifest(s)) for s in sweep.stacks} | {
+        ("model", m): read_json(paths.model_manifest(m)) for m in sweep.models
     }
     planned = []
     for order, (stack, model, variant) in enumerate(sweep.cells, start=1):
@@ -226,7 +219,7 @@ def plan_sweep(sweep: Sweep, paths: Paths) -> list[PlannedCell]:
         missing = [f"stack {stack}'s manifest"] if stack_manifest is None else []
         missing += [f"model {model}'s manifest"] if model_manifest is None else []
         cell_json = paths.cell_json(stack, model, variant)
-        previous = _read_json(cell_json)
+        previous = read_json(cell_json)
         attempt = next_attempt(cell_json, sweep.retries)
         state, action, why = cell_state(previous, spec, attempt, sweep.retries, missing)
         estimate, source = rates.estimate((stack, model, variant), spec)

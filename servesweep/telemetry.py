@@ -71,6 +71,14 @@ class GpuSampler:
         self._thread: threading.Thread | None = None
         self._started = None
         self._ended = None
+        # What went wrong while sampling ("type: message", once each): never a reason to
+        # fail a level, but shown in the report.
+        self.errors: list[str] = []
+
+    def _note(self, where: str, exc: Exception) -> None:
+        text = f"{where}: {type(exc).__name__}: {exc}"[:300]
+        if text not in self.errors:
+            self.errors.append(text)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -79,7 +87,7 @@ class GpuSampler:
         try:
             self._open()
         except Exception as exc:  # anything NVML does wrong is a missing measurement
-            self.reason = f"NVML failed: {exc}"
+            self.reason = f"NVML failed: {type(exc).__name__}: {exc}"
             self._gpus = []
             self._close_nvml()
         return self
@@ -93,8 +101,8 @@ class GpuSampler:
                 self._sample()  # the level's last moment counts too
                 for gpu in self._gpus:
                     gpu.energy_end = self._energy(gpu)
-            except Exception:
-                pass
+            except Exception as exc:
+                self._note("last sample", exc)
         self._ended = time.monotonic()
         self._close_nvml()
         return False  # never swallow the level's own exception
@@ -134,7 +142,8 @@ class GpuSampler:
         while not self._stop.wait(self.interval_s):
             try:
                 self._sample()
-            except Exception:
+            except Exception as exc:
+                self._note("sampling stopped", exc)
                 return  # a GPU that stops answering ends sampling, not the level
 
     def _sample(self) -> None:
@@ -144,8 +153,8 @@ class GpuSampler:
             gpu.memory_peak = used if gpu.memory_peak is None else max(gpu.memory_peak, used)
             try:
                 gpu.powers.append((now, self._nvml.nvmlDeviceGetPowerUsage(gpu.handle) / 1000.0))
-            except Exception:
-                pass  # some boards do not report power
+            except Exception as exc:
+                self._note(f"GPU {gpu.index} power", exc)  # some boards do not report it
 
     def _energy(self, gpu: _Gpu):
         try:
@@ -158,7 +167,7 @@ class GpuSampler:
     def result(self) -> dict:
         """What was measured; every number None where NVML gave nothing.
 
-        {"available", "reason", "duration_s", "interval_s", "energy_j",
+        {"available", "reason", "duration_s", "interval_s", "energy_j", "errors",
          "gpus": [{"index", "name", "memory_used_start_mib", "memory_used_peak_mib",
                    "power_mean_w", "power_max_w", "energy_j", "energy_source", "samples"}]}
         """
@@ -173,6 +182,7 @@ class GpuSampler:
                 "interval_s": self.interval_s,
                 "energy_j": None,
                 "gpus": [_empty(i) for i in indices],
+                "errors": self.errors,
             }
         gpus = [_summarize(gpu) for gpu in self._gpus]
         energies = [g["energy_j"] for g in gpus]
@@ -183,6 +193,7 @@ class GpuSampler:
             "interval_s": self.interval_s,
             "energy_j": None if None in energies else round(sum(energies), 3),
             "gpus": gpus,
+            "errors": self.errors,
         }
 
 

@@ -6,23 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.configs import TINY_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # Built stacks and models are reused across test sessions (CI builds them once).
 CACHE = Path(os.environ.get("SERVESWEEP_TEST_CACHE", ROOT / ".cache" / "tests"))
-
-TINY_MODEL = {
-    "synthetic": {
-        "hidden_size": 64,
-        "num_layers": 2,
-        "num_experts": 4,
-        "experts_per_token": 2,
-        "vocab_size": 2048,
-        "seed": 7,
-    }
-}
 
 
 @pytest.fixture(scope="session")
@@ -58,30 +48,3 @@ def tiny_model() -> dict:
         if data.get("source") == TINY_MODEL:
             return data
     return materialize("tiny", TINY_MODEL, dest)
-
-
-def snakemake_cmd(workdir: Path, *args: str) -> list[str]:
-    """Real Snakemake on this repository's workflow, run in `workdir`. Targets must come
-    before `--configfile`, which takes every argument after it."""
-    return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(workdir),
-        *args,
-    ]
-
-
-def run_snakemake(workdir: Path, *args: str, timeout: int = 900):
-    import subprocess
-
-    return subprocess.run(
-        snakemake_cmd(workdir, *args),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=workdir,
-    )

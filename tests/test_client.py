@@ -21,11 +21,12 @@ from fixtures.raw_http import RawServer, chunked, completion_events, sse
 from fixtures.sse_server import WORDS, ServerProcess
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from servesweep import client as cl
-from servesweep import client_worker as cw
-from servesweep.client import ClientSettings, generate_once, parse_stream, run_level
-from servesweep.metrics import itl_gaps
-from servesweep.workload import Prompt, count_tokens, random_prompts, sharegpt_prompts
+from servesweep.bench import client as cl
+from servesweep.bench import sse as cw
+from servesweep.bench.client import ClientSettings, generate_once, run_level
+from servesweep.bench.metrics import itl_gaps
+from servesweep.bench.sse import parse_stream
+from servesweep.bench.workload import Prompt, count_tokens, random_prompts, sharegpt_prompts
 
 TWO_CORES = {0, 1} <= os.sched_getaffinity(0)
 

@@ -5,28 +5,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.configs import BAD_CONFIGS, base_config
 
 from servesweep.config import ConfigError, load, load_file, spec_hash, spec_json
 from servesweep.engines import flags_to_args
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def base_config() -> dict:
-    return {
-        "stacks": {"cpu": {"kind": "venv", "requirements": str(ROOT / "envs" / "cpu.txt")}},
-        "models": {"tiny": {"synthetic": {"seed": 1}}},
-        "variants": {
-            "baseline": {"flags": {"device": "cpu", "dtype": "float32"}, "env": {"A": "1"}},
-            "cb": {"extends": "baseline", "flags": {"continuous-batching": True}},
-            "cb-small": {
-                "extends": "cb",
-                "flags": {"cb-num-blocks": 64, "dtype": None},
-                "env": {"A": None, "B": 2},
-            },
-        },
-        "benchmark": {"levels": [1, 4]},
-    }
 
 
 def test_default_config_loads():
@@ -75,44 +59,6 @@ def test_synthetic_without_parameters_means_defaults():
 
 # (how to break base_config(), the key the one-line error must name). Also run through
 # real Snakemake in test_workflow.py.
-BAD_CONFIGS = [
-    (lambda c: c["variants"]["cb"].update(extends="nope"), "variants.cb.extends"),
-    (lambda c: c["variants"]["baseline"].update(extends="cb-small"), "variants.baseline"),
-    (
-        lambda c: c["variants"].pop("baseline") and c["variants"]["cb"].pop("extends"),
-        "variants",
-    ),
-    (lambda c: c["benchmark"].update(levels=[]), "benchmark.levels"),
-    (lambda c: c["benchmark"].update(levels=[0, 1]), "benchmark.levels[0]"),
-    (lambda c: c["benchmark"].update(levels=[-4]), "benchmark.levels[0]"),
-    (lambda c: c["benchmark"].update(levels=[1, 1]), "benchmark.levels"),
-    (lambda c: c.update(engine="tgi"), "engine"),
-    (lambda c: c["variants"]["cb"].update(engine="nope"), "variants.cb.engine"),
-    (lambda c: c.update(server={"port": 70000}), "server.port"),
-    (lambda c: c["stacks"]["cpu"].update(kind="nix"), "stacks.cpu.kind"),
-    (lambda c: c["stacks"]["cpu"].pop("requirements"), "stacks.cpu.requirements"),
-    (lambda c: c["models"].update(m={}), "models.m"),
-    (lambda c: c["models"].update(m={"hf": "org/name"}), "models.m.hf"),
-    (lambda c: c["models"].update(m={"path": "/x", "hf": "a/b@c"}), "models.m"),
-    (lambda c: c["benchmark"].update(repeats="three"), "benchmark.repeats"),
-    (lambda c: c["benchmark"].update(warmup=-1), "benchmark.warmup"),
-    (lambda c: c.update(typo=1), "(top level)"),
-    (lambda c: c["variants"]["cb"].update(flag={"x": 1}), "variants.cb"),
-    (
-        lambda c: c["benchmark"].update(num_prompts={"min": 10, "max": 5}),
-        "benchmark.num_prompts",
-    ),
-    (
-        lambda c: c["stacks"]["cpu"].update(requirements="envs/missing.txt"),
-        "stacks.cpu.requirements",
-    ),
-    (lambda c: c["variants"]["cb"].update(engine="command"), "variants.cb.command"),
-    (lambda c: c["variants"]["cb"].update(flags=["--tp", "8"]), "variants.cb.flags"),
-    (lambda c: c.update(server={"boot_timeout_s": 0}), "server.boot_timeout_s"),
-    (lambda c: c.update(retries={"max_attempts": 0}), "retries.max_attempts"),
-]
-
-
 @pytest.mark.parametrize("mutate, key", BAD_CONFIGS)
 def test_bad_config_gives_one_line_naming_the_key(mutate, key):
     config = base_config()

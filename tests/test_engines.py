@@ -11,7 +11,7 @@ import pytest
 
 from servesweep.config import load_file
 from servesweep.engines import ENGINES, get_engine
-from servesweep.engines.base import (
+from servesweep.engines.prometheus import (
     counter_delta,
     metric_mean,
     metric_sum,
@@ -199,7 +199,7 @@ def test_flags_servesweep_sets_are_refused(engine, flag):
 def test_request_extras_fix_output_lengths_where_the_engine_allows():
     assert get_engine("sglang").request_extras() == {"ignore_eos": True}
     assert get_engine("vllm").request_extras() == {"ignore_eos": True}
-    # transformers serve answers 422 to unknown fields (DESIGN.md §7).
+    # transformers serve answers 422 to unknown fields (docs/design.md §6).
     assert get_engine("transformers").request_extras() == {}
 
 
@@ -435,23 +435,34 @@ def test_sglang_snapshot_falls_back_to_the_old_server_info_path():
     assert snap["server_info"] == info
     assert not any(k.split("{")[0].endswith("_bucket") for k in snap["metrics"])
     assert "nan_gauge" not in snap["metrics"]  # records stay strict JSON
-    assert snap["summary"] == {
-        "num_running_reqs": 5.0,
-        "cache_hit_rate": 0.5,
+    assert snap["headline"] == {
+        "running_requests": 5.0,
+        "prefix_cache_hit_rate": 0.5,
         "spec_accept_length": 2.5,
-        "avg_spec_accept_length": 2.5,
         "version": "0.5.9",
     }
+    # The first server-info path answered 404; the second was found: no error.
+    assert "errors" not in snap
     json.dumps(snap, allow_nan=False)
 
 
-def test_snapshot_without_metrics_or_server_is_empty_and_quiet():
+def test_snapshot_records_what_did_not_answer_and_never_raises():
     with FakeServer({("GET", "/server_info"): [(200, {"version": "0.5.9"})]}) as srv:
         snap = get_engine("sglang").snapshot(srv.url)
         url = srv.url
-    assert snap == {"server_info": {"version": "0.5.9"}, "summary": {"version": "0.5.9"}}
-    # Nothing listens any more: no exception, nothing captured.
-    assert get_engine("sglang").snapshot(url, timeout_s=1) == {}
+    # SGLang without --enable-metrics: said so, and the rest still captured.
+    assert snap == {
+        "server_info": {"version": "0.5.9"},
+        "headline": {"version": "0.5.9"},
+        "errors": ["GET /metrics: HTTP 404"],
+    }
+    # Nothing listens any more: no exception; the record says nothing answered.
+    assert get_engine("sglang").snapshot(url, timeout_s=1) == {
+        "errors": [
+            "GET /metrics: no answer",
+            "no server info (/server_info: no answer; /get_server_info: no answer)",
+        ]
+    }
     assert get_engine("vllm").flush_cache(url, timeout_s=0.5) is False
 
 
@@ -466,7 +477,7 @@ def test_vllm_flush_and_snapshot():
         engine = get_engine("vllm")
         assert engine.flush_cache(srv.url, timeout_s=5) is True
         snap = engine.snapshot(srv.url)
-    assert snap["summary"] == {"prefix_cache_hit_rate": 0.25, "version": "0.32.0"}
+    assert snap["headline"] == {"prefix_cache_hit_rate": 0.25, "version": "0.32.0"}
 
 
 def test_vllm_flush_without_dev_mode_reports_no_cache():

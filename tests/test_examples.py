@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_snakemake
+from fixtures.workflow import run_snakemake
 
 from servesweep.config import load_file
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_snakemake, snakemake_cmd
+from fixtures.workflow import run_snakemake, snakemake_cmd
 
-from servesweep.server import group_members
+from servesweep.procs import group_members
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULT_SERVER = ROOT / "tests" / "fixtures" / "fault_server.py"

@@ -12,7 +12,8 @@ import pytest
 
 from servesweep.cell import run_cell
 from servesweep.config import load
-from servesweep.server import group_members, port_is_free
+from servesweep.procs import group_members
+from servesweep.server import port_is_free
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULT_SERVER = ROOT / "tests" / "fixtures" / "fault_server.py"
@@ -196,7 +197,7 @@ def test_a_wrong_readiness_answer_fails_fast_without_a_relaunch(tmp_path, tiny_m
 def test_a_hanging_readiness_generation_ends_within_the_boot_timeout(tmp_path, tiny_model):
     # Health answers, the generation never does: the boot still ends at boot_timeout_s
     # (request_timeout_s, 20 s here, does not stretch it).
-    from servesweep.server import BOOT_TIMEOUT_MARGIN_S
+    from servesweep.readiness import BOOT_TIMEOUT_MARGIN_S
 
     boot_timeout = 3
     start = time.monotonic()

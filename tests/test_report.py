@@ -8,12 +8,14 @@ import statistics
 
 import pandas as pd
 import pytest
+from fixtures.cells import EVIL, LEVELS, MODEL, REPEATS, command_str, tput, write_sweep
 from markupsafe import escape
-from test_collect import EVIL, LEVELS, MODEL, REPEATS, command_str, tput, write_sweep
 
 from servesweep import CLIENT_VERSION
-from servesweep.collect import collect, read_summary
-from servesweep.report import build_report, t95, throughput_table
+from servesweep.results.collect import collect, read_summary
+from servesweep.results.report import build_report
+from servesweep.results.stats import t95
+from servesweep.results.tables import throughput_table
 
 
 @pytest.fixture

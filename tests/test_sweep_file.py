@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_snakemake
-from test_workflow import planned_jobs
+from fixtures.workflow import planned_jobs, run_snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "config" / "examples"

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from servesweep.engines import get_engine
-from servesweep.engines.base import http_request
+from servesweep.http import http_request
 from servesweep.models import materialize
 from servesweep.server import ServerProcess, free_port
 
@@ -138,10 +138,10 @@ def test_snapshot_and_flush_against_a_live_server(tmp_path):
         assert engine.flush_cache(base) is True
         snap = engine.snapshot(base)
         assert snap["server_info"]["vllm_config"]  # dev mode's /server_info answered
-        summary = snap["summary"]
-        assert summary["num_requests_running"] == 0
-        assert 0 <= summary["kv_cache_usage_perc"] <= 1
-        assert "prefix_cache_hit_rate" in summary
+        headline = snap["headline"]
+        assert headline["running_requests"] == 0
+        assert 0 <= headline["kv_cache_usage"] <= 1
+        assert "prefix_cache_hit_rate" in headline
         assert any(k.startswith("vllm:generation_tokens_total") for k in snap["metrics"])
     finally:
         teardown = server.stop(grace_s=30)

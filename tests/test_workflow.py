@@ -2,7 +2,6 @@
 whole chain end to end with the real `transformers serve` on a small workload."""
 
 import csv
-import re
 import shutil
 import subprocess
 import sys
@@ -10,30 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY_MODEL
-from conftest import run_snakemake as snakemake
-from test_config import BAD_CONFIGS, base_config
+from fixtures.configs import BAD_CONFIGS, TINY_MODEL, base_config
+from fixtures.workflow import leftover_processes, planned_jobs, write_config
+from fixtures.workflow import run_snakemake as snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def planned_jobs(result: subprocess.CompletedProcess) -> list[tuple[str, dict]]:
-    """(rule, wildcards) of each job a dry run plans."""
-    jobs = []
-    for block in re.split(r"\n(?=rule \w+:)", result.stdout):
-        rule = re.match(r"rule (\w+):", block)
-        if not rule:
-            continue
-        wildcards = re.search(r"wildcards: (.*)", block)
-        pairs = dict(p.split("=", 1) for p in wildcards.group(1).split(", ")) if wildcards else {}
-        jobs.append((rule.group(1), pairs))
-    return jobs
-
-
-def write_config(workdir: Path, config: dict) -> Path:
-    path = workdir / "config.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
 
 
 def test_default_config_dry_run_plans_the_whole_chain(tmp_path):
@@ -110,20 +90,6 @@ def test_bad_port_is_one_line_naming_the_key(tmp_path):
     lines = [ln for ln in output.splitlines() if ln.startswith("config: ")]
     assert result.returncode != 0
     assert len(lines) == 1 and lines[0].startswith("config: server.port: "), output
-
-
-def leftover_processes(marker: str) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(f"{proc.name}: {cmdline}")
-    return found
 
 
 @pytest.mark.workflow

@@ -1,13 +1,13 @@
-"""The engine adapter interface, and the HTTP and Prometheus helpers engines share."""
+"""The engine adapter interface, and the command-line helpers engines share."""
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import time
-import urllib.error
-import urllib.request
+
+from servesweep.engines.prometheus import parse_prometheus
+from servesweep.http import http_request
 
 
 def flags_to_args(flags: dict) -> list[str]:
@@ -52,79 +52,6 @@ def _scalar(value) -> str:
     return str(value)
 
 
-def http_request(
-    method: str, url: str, timeout_s: float = 10.0, body: dict | None = None
-) -> tuple[int, bytes]:
-    """One HTTP request returning (status, body); status 0 when nothing answered.
-    Never raises, so a dying server cannot break the measurement around it."""
-    data = None if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"} if data is not None else {}
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read() if exc.fp else b""
-    except (urllib.error.URLError, OSError, TimeoutError, ValueError):
-        return 0, b""
-
-
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+\S+)?$")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text exposition to {sample: value}.
-
-    A sample's key is its name, plus its labels sorted by name as `{a="x",b="y"}` when it
-    has any, so keys are stable across scrapes. Comments and unparsable lines are skipped.
-    """
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        name, labels, value = match.groups()
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        if labels:
-            pairs = sorted(_LABEL.findall(labels))
-            if pairs:
-                name += "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}"
-        out[name] = number
-    return out
-
-
-def metric_values(metrics: dict[str, float], name: str) -> list[float]:
-    """Values of every label set of one metric (`name` or `name{...}`)."""
-    return [v for k, v in metrics.items() if k == name or k.startswith(name + "{")]
-
-
-def metric_sum(metrics: dict[str, float], name: str) -> float | None:
-    values = [v for v in metric_values(metrics, name) if not math.isnan(v)]
-    return sum(values) if values else None
-
-
-def metric_mean(metrics: dict[str, float], name: str) -> float | None:
-    values = [v for v in metric_values(metrics, name) if not math.isnan(v)]
-    return sum(values) / len(values) if values else None
-
-
-def counter_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """after - before for counters and histogram/summary sums and counts: what one level
-    added. Gauges (queue length, cache usage) are point values and are left out."""
-    return {
-        key: after[key] - before[key]
-        for key in after
-        if key in before and key.split("{", 1)[0].endswith(("_total", "_sum", "_count"))
-    }
-
-
 class Engine:
     """What servesweep needs to know about one inference server."""
 
@@ -149,6 +76,28 @@ class Engine:
     ) -> list[str]:
         raise NotImplementedError
 
+    def module_command(
+        self, python: str, module: str, model_flag: str, model_path: str, host: str, port, flags
+    ) -> list[str]:
+        """`python -m MODULE <model_flag> M --host H --port P <flags>`, refusing variant
+        flags that servesweep sets itself (the model flag, host, port): a second `--port`
+        would silently win over the port the cell checked and talks to."""
+        check_reserved(self.name, flags, self.reserved_flags)
+        return [
+            python,
+            "-m",
+            module,
+            model_flag,
+            model_path,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *flags_to_args(flags),
+        ]
+
+    reserved_flags: tuple[str, ...] = ("host", "port")
+
     def env(self, variant_env: dict) -> dict[str, str]:
         """Environment variables added to the server's environment."""
         return dict(variant_env)
@@ -166,43 +115,55 @@ class Engine:
         return None
 
     def snapshot(self, base_url: str, timeout_s: float = 10.0) -> dict:
-        """Server-side state captured before and after each level into the level's
-        records: `{"metrics": {...}, "server_info": {...}, "summary": {...}}`, each key
-        present only where the engine answered. `metrics` is the parsed Prometheus page
-        without histogram buckets; `summary` holds the few numbers a reader looks for
-        (running requests, cache hit rate, speculative accept length). Never raises: a
-        server that does not answer gives {}."""
+        """Server-side state captured before and after each level into the level's records:
+        `{"metrics": {...}, "server_info": {...}, "headline": {...}, "errors": [...]}`, each
+        key present only where there is something to say. `metrics` is the parsed
+        Prometheus page without histogram buckets; `headline` the few numbers a reader
+        looks for, in one vocabulary for every engine (HEADLINE_KEYS); `errors` what did
+        not answer or could not be read (`where: type: message`). Never raises: a snapshot
+        is evidence, never a reason to fail a level."""
         out: dict = {}
+        errors: list[str] = []
         try:
             if self.metrics_path:
                 status, body = http_request("GET", base_url + self.metrics_path, timeout_s)
                 if status == 200:
                     parsed = parse_prometheus(body.decode("utf-8", "replace"))
-                    # Buckets are most of the page and say little per level; NaN
-                    # and infinities are not JSON.
+                    # Buckets are most of the page and say little per level; NaN and
+                    # infinities are not JSON.
                     out["metrics"] = {
                         k: v
                         for k, v in parsed.items()
                         if math.isfinite(v) and not k.split("{", 1)[0].endswith("_bucket")
                     }
+                else:
+                    errors.append(f"GET {self.metrics_path}: {_status_text(status)}")
+            tried = []
             for path in self.server_info_paths:
                 status, body = http_request("GET", base_url + path, timeout_s)
-                if status != 200:
-                    continue
-                try:
-                    out["server_info"] = json.loads(body)
-                    break
-                except ValueError:
-                    continue
-            summary = self.summarize(out.get("metrics", {}), out.get("server_info") or {})
-            if summary:
-                out["summary"] = summary
-        except Exception:  # a snapshot is evidence, never a reason to fail a level
-            pass
+                if status == 200:
+                    try:
+                        out["server_info"] = json.loads(body)
+                        break
+                    except ValueError as exc:
+                        tried.append(f"{path}: ValueError: {exc}"[:200])
+                        continue
+                tried.append(f"{path}: {_status_text(status)}")
+            else:
+                if tried:
+                    errors.append("no server info (" + "; ".join(tried) + ")")
+            headline = self.headline(out.get("metrics", {}), out.get("server_info") or {})
+            if headline:
+                out["headline"] = headline
+        except Exception as exc:  # recorded, never raised
+            errors.append(f"snapshot: {type(exc).__name__}: {exc}"[:300])
+        if errors:
+            out["errors"] = errors
         return out
 
-    def summarize(self, metrics: dict[str, float], server_info: dict) -> dict:
-        """Headline numbers from a snapshot (engine-specific; {} by default)."""
+    def headline(self, metrics: dict[str, float], server_info: dict) -> dict:
+        """The numbers a reader looks for in a snapshot, named by HEADLINE_KEYS ({} by
+        default)."""
         return {}
 
     def _post_until_ok(self, url: str, timeout_s: float, retry_on=(400,)) -> bool:
@@ -216,3 +177,19 @@ class Engine:
             if status not in retry_on or time.monotonic() >= deadline:
                 return False
             time.sleep(0.25)
+
+
+# One vocabulary for what every engine's snapshot headline may hold.
+HEADLINE_KEYS = {
+    "running_requests": "requests being decoded",
+    "waiting_requests": "requests queued in the server",
+    "kv_cache_usage": "share of the KV cache in use (0-1)",
+    "prefix_cache_hit_rate": "share of prompt tokens served from the prefix cache (0-1)",
+    "spec_accept_length": "mean tokens accepted per speculative step, the verified one included",
+    "gen_throughput": "the server's own generation throughput estimate (tok/s)",
+    "version": "the engine's version",
+}
+
+
+def _status_text(status: int) -> str:
+    return f"HTTP {status}" if status else "no answer"

@@ -26,41 +26,25 @@ Checked against SGLang 0.5.9 (`sglang/srt/entrypoints/http_server.py`, `server_a
 
 from __future__ import annotations
 
-from servesweep.engines.base import (
-    Engine,
-    check_reserved,
-    flags_to_args,
-    metric_mean,
-    metric_sum,
-)
-
-# Set by servesweep from the model, the server section and the port it picks.
-RESERVED_FLAGS = ("model-path", "model", "host", "port")
+from servesweep.engines.base import Engine
+from servesweep.engines.prometheus import metric_mean, metric_sum
 
 
 class SGLangEngine(Engine):
     name = "sglang"
     health_path = "/health"
     models_path = "/v1/models"
-    metrics_path = "/metrics"  # answers 404 without --enable-metrics; snapshot skips it
+    metrics_path = "/metrics"  # answers 404 without --enable-metrics (recorded as such)
     server_info_paths = ("/server_info", "/get_server_info")
+    # Set by servesweep from the model, the server section and the port it picks.
+    reserved_flags = ("model-path", "model", "host", "port")
 
     def command(
         self, python: str, model_path: str, host: str, port, flags: dict, gpus: int = 0
     ) -> list[str]:
-        check_reserved(self.name, flags, RESERVED_FLAGS)
-        return [
-            python,
-            "-m",
-            "sglang.launch_server",
-            "--model-path",
-            model_path,
-            "--host",
-            host,
-            "--port",
-            str(port),
-            *flags_to_args(flags),
-        ]
+        return self.module_command(
+            python, "sglang.launch_server", "--model-path", model_path, host, port, flags
+        )
 
     def served_model_name(self, model_path: str) -> str | None:
         # /v1/models lists --served-model-name, which defaults to the model path; a
@@ -74,23 +58,22 @@ class SGLangEngine(Engine):
     def flush_cache(self, base_url: str, timeout_s: float = 10.0) -> bool | None:
         return self._post_until_ok(base_url + "/flush_cache", timeout_s)
 
-    def summarize(self, metrics: dict[str, float], server_info: dict) -> dict:
-        out = {
-            "num_running_reqs": metric_sum(metrics, "sglang:num_running_reqs"),
-            "num_queue_reqs": metric_sum(metrics, "sglang:num_queue_reqs"),
-            "token_usage": metric_mean(metrics, "sglang:token_usage"),
-            "cache_hit_rate": metric_mean(metrics, "sglang:cache_hit_rate"),
-            "spec_accept_length": metric_mean(metrics, "sglang:spec_accept_length"),
-            "gen_throughput": metric_sum(metrics, "sglang:gen_throughput"),
-        }
+    def headline(self, metrics: dict[str, float], server_info: dict) -> dict:
         states = server_info.get("internal_states") or []
         accept = [
             s["avg_spec_accept_length"]
             for s in states
             if isinstance(s, dict) and isinstance(s.get("avg_spec_accept_length"), int | float)
         ]
-        if accept:
-            out["avg_spec_accept_length"] = sum(accept) / len(accept)
-        if server_info.get("version"):
-            out["version"] = server_info["version"]
+        out = {
+            "running_requests": metric_sum(metrics, "sglang:num_running_reqs"),
+            "waiting_requests": metric_sum(metrics, "sglang:num_queue_reqs"),
+            "kv_cache_usage": metric_mean(metrics, "sglang:token_usage"),
+            "prefix_cache_hit_rate": metric_mean(metrics, "sglang:cache_hit_rate"),
+            # The gauge where metrics are on; else the scheduler's own average.
+            "spec_accept_length": metric_mean(metrics, "sglang:spec_accept_length")
+            or (sum(accept) / len(accept) if accept else None),
+            "gen_throughput": metric_sum(metrics, "sglang:gen_throughput"),
+            "version": server_info.get("version") or None,
+        }
         return {k: v for k, v in out.items() if v is not None}

@@ -24,16 +24,9 @@ from __future__ import annotations
 import json
 import time
 
-from servesweep.engines.base import (
-    Engine,
-    check_reserved,
-    flags_to_args,
-    http_request,
-    metric_mean,
-    metric_sum,
-)
-
-RESERVED_FLAGS = ("model", "host", "port")
+from servesweep.engines.base import Engine
+from servesweep.engines.prometheus import metric_mean, metric_sum
+from servesweep.http import http_request
 
 
 class VLLMEngine(Engine):
@@ -42,23 +35,14 @@ class VLLMEngine(Engine):
     models_path = "/v1/models"
     metrics_path = "/metrics"
     server_info_paths = ("/server_info?config_format=json", "/version")
+    reserved_flags = ("model", "host", "port")
 
     def command(
         self, python: str, model_path: str, host: str, port, flags: dict, gpus: int = 0
     ) -> list[str]:
-        check_reserved(self.name, flags, RESERVED_FLAGS)
-        return [
-            python,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            model_path,
-            "--host",
-            host,
-            "--port",
-            str(port),
-            *flags_to_args(flags),
-        ]
+        return self.module_command(
+            python, "vllm.entrypoints.openai.api_server", "--model", model_path, host, port, flags
+        )
 
     def env(self, variant_env: dict) -> dict[str, str]:
         # The prefix-cache reset and /server_info live behind vLLM's dev mode.
@@ -88,19 +72,20 @@ class VLLMEngine(Engine):
                 return False
             time.sleep(0.25)
 
-    def summarize(self, metrics: dict[str, float], server_info: dict) -> dict:
+    def headline(self, metrics: dict[str, float], server_info: dict) -> dict:
         queries = metric_sum(metrics, "vllm:prefix_cache_queries_total")
         hits = metric_sum(metrics, "vllm:prefix_cache_hits_total")
         drafts = metric_sum(metrics, "vllm:spec_decode_num_drafts_total")
         accepted = metric_sum(metrics, "vllm:spec_decode_num_accepted_tokens_total")
+        version = server_info.get("version")
         out = {
-            "num_requests_running": metric_sum(metrics, "vllm:num_requests_running"),
-            "num_requests_waiting": metric_sum(metrics, "vllm:num_requests_waiting"),
-            "kv_cache_usage_perc": metric_mean(metrics, "vllm:kv_cache_usage_perc"),
-            # Cumulative since boot; a level's own rate comes from counter_delta.
+            "running_requests": metric_sum(metrics, "vllm:num_requests_running"),
+            "waiting_requests": metric_sum(metrics, "vllm:num_requests_waiting"),
+            # A fraction despite the name.
+            "kv_cache_usage": metric_mean(metrics, "vllm:kv_cache_usage_perc"),
+            # Cumulative since boot; a level's own rate comes from server_counters.
             "prefix_cache_hit_rate": hits / queries if queries else None,
             "spec_accept_length": 1 + accepted / drafts if drafts else None,
+            "version": version if isinstance(version, str) else None,
         }
-        if isinstance(server_info.get("version"), str):
-            out["version"] = server_info["version"]
         return {k: v for k, v in out.items() if v is not None}

@@ -12,6 +12,8 @@ from collections import Counter
 
 import numpy as np
 
+from servesweep.records import LevelSummary
+
 LATENCIES = ("ttft", "tpot", "itl", "e2el", "chunk_gap")
 STATS = ("mean", "median", "std", "p90", "p99")
 RETOKENIZED_TOLERANCE = 0.02  # retokenized vs usage output count
@@ -166,7 +168,7 @@ def peak_throughput(arrivals_s: np.ndarray, tokens: np.ndarray, origin_s: float)
     return float(np.bincount(buckets, weights=tokens).max())
 
 
-def summarize(
+def level_summary(
     records: list[dict],
     level: int,
     repeat: int,
@@ -181,7 +183,7 @@ def summarize(
     client_workers: int | None = None,
     started_at: str | None = None,
     clock_origin_ns: int | None = None,
-) -> dict:
+) -> LevelSummary:
     """The level summary (docs/records.md) from its request records (warmups are skipped).
 
     `num_prompts` is how many measured requests were asked for (default: as many as were
@@ -198,67 +200,20 @@ def summarize(
     summary["completed"] = len(ok)
     summary["failed"] = len(bad)
     summary["errors"] = dict(Counter(r.get("error") or "unknown" for r in bad))
-
     if stalled:
         summary["status"], summary["cause"] = "failed", "hung"
     elif not measured or len(bad) / len(measured) > error_rate_threshold:
         summary["status"], summary["cause"] = "failed", "http_errors"
 
     intervals = [(r["sent_s"], r["end_s"]) for r in measured]
-    first_sent = min((s for s, _ in intervals), default=None)
-    duration = max(e for _, e in intervals) - first_sent if intervals else None
-    if duration is not None and duration <= 0:
-        duration = None
-    summary["duration_s"] = _r(duration)
-
-    in_tokens = sum(r.get("prompt_tokens") or 0 for r in ok)
-    out_tokens = sum(r.get("output_tokens") or 0 for r in ok)
-    summary["total_input_tokens"] = in_tokens
-    summary["total_output_tokens"] = out_tokens
-    summary["output_throughput"] = _per(out_tokens, duration)
-    summary["total_token_throughput"] = _per(in_tokens + out_tokens, duration)
-    summary["request_throughput"] = _per(len(ok), duration)
-
-    # Token arrival times (s after level start), for the steady window and the peak.
-    arrivals = np.concatenate(
-        [r["sent_s"] + np.asarray(r["chunk_times_ms"], dtype=float) / 1e3 for r in ok] or [[]]
-    )
-    arrival_tokens = np.concatenate(
-        [np.asarray(r["chunk_tokens"], dtype=float) for r in ok] or [[]]
-    )
-
-    window = steady_window(intervals, target)
-    last_sent = max((s for s, _ in intervals), default=None)
-    # Never `target` in flight although there were more requests than that to send: the
-    # client could not fill the level. Its mean in flight while it was sending says how far.
-    never_held = window is None and len(measured) > target
-    if window is None:
-        summary["steady_window_s"] = None
-        summary["steady_output_throughput"] = None
-        summary["steady_total_token_throughput"] = None
-        achieved = None
-        if never_held and last_sent > first_sent:
-            achieved = mean_inflight(intervals, first_sent, last_sent)
-    else:
-        start, end = window
-        length = end - start
-        inside = (arrivals >= start) & (arrivals <= end)
-        steady_out = float(arrival_tokens[inside].sum())
-        # Input tokens count when their request is sent inside the window.
-        steady_in = sum(r.get("prompt_tokens") or 0 for r in ok if start < r["sent_s"] <= end)
-        summary["steady_window_s"] = _r(length)
-        summary["steady_output_throughput"] = _per(steady_out, length)
-        summary["steady_total_token_throughput"] = _per(steady_out + steady_in, length)
-        achieved = mean_inflight(intervals, start, end)
-
-    summary["peak_output_throughput"] = (
-        peak_throughput(arrivals, arrival_tokens, first_sent) if first_sent is not None else None
-    )
+    summary.update(_throughputs(ok, intervals))
+    achieved, never_held = _steady(summary, ok, intervals, target)
     # Mean in flight over the steady window (null when there is none, e.g. when all the
     # level's requests are sent at once); the whole level's mean, drain included, is SGLang's
     # `concurrency`.
     summary["achieved_concurrency"] = _r(achieved)
     busy = sum(e - s for s, e in intervals)
+    duration = summary["duration_s"]
     summary["concurrency"] = _r(busy / duration) if duration else None
     summary["client_cpu_share"] = _r(client_cpu_share)
     # Client-bound: it did not keep the target in flight while it still had requests to
@@ -268,18 +223,7 @@ def summarize(
         or (achieved is not None and achieved < CLIENT_BOUND_RATIO * target)
         or (client_cpu_share is not None and client_cpu_share >= CLIENT_CPU_SATURATED)
     )
-
-    series = {
-        "ttft": [r["ttft_ms"] for r in ok if r.get("ttft_ms") is not None],
-        "tpot": [r["tpot_ms"] for r in ok if r.get("tpot_ms") is not None],
-        "e2el": [r["e2el_ms"] for r in ok if r.get("e2el_ms") is not None],
-        "itl": _concat([itl_gaps(r["chunk_times_ms"], r["chunk_tokens"]) for r in ok]),
-        "chunk_gap": _concat([chunk_gaps(r["chunk_times_ms"]) for r in ok]),
-    }
-    for name in LATENCIES:
-        for stat, value in stats(series[name]).items():
-            summary[f"{stat}_{name}_ms"] = value
-
+    summary.update(_latencies(ok))
     summary["retokenized_mismatch"] = sum(retokenized_mismatch(r) for r in ok)
     summary["client_cpu_s"] = _r(client_cpu_s)
     summary["client_max_loop_lag_ms"] = _r(client_max_loop_lag_ms)
@@ -287,6 +231,82 @@ def summarize(
     summary["started_at"] = started_at
     summary["clock_origin_ns"] = clock_origin_ns
     return summary
+
+
+def _throughputs(ok: list[dict], intervals: list[tuple[float, float]]) -> dict:
+    """Whole-level duration, token totals and throughputs (vLLM/SGLang meaning)."""
+    first_sent = min((s for s, _ in intervals), default=None)
+    duration = max(e for _, e in intervals) - first_sent if intervals else None
+    if duration is not None and duration <= 0:
+        duration = None
+    in_tokens = sum(r.get("prompt_tokens") or 0 for r in ok)
+    out_tokens = sum(r.get("output_tokens") or 0 for r in ok)
+    return {
+        "duration_s": _r(duration),
+        "total_input_tokens": in_tokens,
+        "total_output_tokens": out_tokens,
+        "output_throughput": _per(out_tokens, duration),
+        "total_token_throughput": _per(in_tokens + out_tokens, duration),
+        "request_throughput": _per(len(ok), duration),
+    }
+
+
+def _token_arrivals(ok: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """Token arrival times (s after the level's start) and the tokens each brought."""
+    arrivals = np.concatenate(
+        [r["sent_s"] + np.asarray(r["chunk_times_ms"], dtype=float) / 1e3 for r in ok] or [[]]
+    )
+    tokens = np.concatenate([np.asarray(r["chunk_tokens"], dtype=float) for r in ok] or [[]])
+    return arrivals, tokens
+
+
+def _steady(
+    summary: dict, ok: list[dict], intervals: list[tuple[float, float]], target: int
+) -> tuple[float | None, bool]:
+    """Fill the steady-window fields and the peak; return (mean in flight over the window,
+    or over the sending time when the target was never held; whether it never was)."""
+    arrivals, arrival_tokens = _token_arrivals(ok)
+    first_sent = min((s for s, _ in intervals), default=None)
+    last_sent = max((s for s, _ in intervals), default=None)
+    summary["peak_output_throughput"] = (
+        peak_throughput(arrivals, arrival_tokens, first_sent) if first_sent is not None else None
+    )
+    window = steady_window(intervals, target)
+    # Never `target` in flight although there were more requests than that to send: the
+    # client could not fill the level. Its mean in flight while it was sending says how far.
+    never_held = window is None and len(intervals) > target
+    if window is None:
+        summary["steady_window_s"] = None
+        summary["steady_output_throughput"] = None
+        summary["steady_total_token_throughput"] = None
+        if never_held and last_sent > first_sent:
+            return mean_inflight(intervals, first_sent, last_sent), never_held
+        return None, never_held
+    start, end = window
+    length = end - start
+    inside = (arrivals >= start) & (arrivals <= end)
+    steady_out = float(arrival_tokens[inside].sum())
+    # Input tokens count when their request is sent inside the window.
+    steady_in = sum(r.get("prompt_tokens") or 0 for r in ok if start < r["sent_s"] <= end)
+    summary["steady_window_s"] = _r(length)
+    summary["steady_output_throughput"] = _per(steady_out, length)
+    summary["steady_total_token_throughput"] = _per(steady_out + steady_in, length)
+    return mean_inflight(intervals, start, end), never_held
+
+
+def _latencies(ok: list[dict]) -> dict:
+    series = {
+        "ttft": [r["ttft_ms"] for r in ok if r.get("ttft_ms") is not None],
+        "tpot": [r["tpot_ms"] for r in ok if r.get("tpot_ms") is not None],
+        "e2el": [r["e2el_ms"] for r in ok if r.get("e2el_ms") is not None],
+        "itl": _concat([itl_gaps(r["chunk_times_ms"], r["chunk_tokens"]) for r in ok]),
+        "chunk_gap": _concat([chunk_gaps(r["chunk_times_ms"]) for r in ok]),
+    }
+    return {
+        f"{stat}_{name}_ms": value
+        for name in LATENCIES
+        for stat, value in stats(series[name]).items()
+    }
 
 
 def _concat(arrays: list[np.ndarray]) -> np.ndarray:

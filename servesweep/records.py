@@ -1,0 +1,210 @@
+"""The records that cross stages, as named types (docs/records.md is their prose).
+
+Writers build these dicts; readers must tolerate missing optional fields and ignore fields
+they do not know. `tests/test_records.py` checks that every field named here is documented
+in docs/records.md and the other way round.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class StackManifest(TypedDict, total=False):
+    """resources/stacks/{stack}/manifest.json (servesweep.stacks, probed from inside)."""
+
+    stack: str
+    kind: str
+    python: str
+    python_version: str
+    torch: str | None
+    torch_cuda: str | None
+    transformers: str | None
+    sglang: str | None
+    vllm: str | None
+    flashinfer: str | None
+    nccl: str | None
+    cpu_model: str | None
+    gpus: list[dict] | None
+    driver: str | None
+    nvcc: str | None
+    topology: str | None
+    freeze_sha256: str
+    freeze_count: int
+    sgl_kernel: str | None
+    triton: str | None
+    driver_cuda: str | None
+    torch_cuda_available: bool | None
+    torch_device_count: int | None
+    torch_import_error: str | None
+    spec_file: str
+    spec_sha256: str
+    container_runtime: str
+    container_image: str
+    container_image_id: str | None
+    python_inside: str | None
+    installer: str | None
+    built_at: str
+    build_s: float
+
+
+class ModelFile(TypedDict):
+    path: str
+    size: int
+    sha256: str
+
+
+class ModelManifest(TypedDict, total=False):
+    """resources/models/{model}/manifest.json (servesweep.models)."""
+
+    model: str
+    source: dict
+    path: str
+    synthetic: bool
+    files: list[ModelFile]
+    total_bytes: int
+    built_s: float
+    synthetic_params: dict
+    tokenizer_corpus: dict
+
+
+class Failure(TypedDict):
+    stage: str  # launch | boot | level | teardown
+    cause: str  # one of servesweep.failures.CAUSES
+    level: int | None
+    repeat: int | None
+    message: str
+    log_tail: list[str]
+
+
+class BootAttempt(TypedDict):
+    cause: str
+    message: str
+
+
+class TeardownRecord(TypedDict):
+    clean: bool
+    seconds: float
+    escalated: bool
+    leftover_pids: list[int]
+    port_free: bool
+    gpus_released: bool | None
+
+
+class LevelSummary(TypedDict, total=False):
+    """results/cells/.../levels/L{level}_r{repeat}.json (servesweep.bench.metrics)."""
+
+    level: int
+    repeat: int
+    status: str  # ok | failed | not_run
+    cause: str | None
+    num_prompts: int
+    warmup: int
+    completed: int
+    failed: int
+    errors: dict[str, int]
+    duration_s: float | None
+    steady_window_s: float | None
+    total_input_tokens: int
+    total_output_tokens: int
+    output_throughput: float | None
+    total_token_throughput: float | None
+    request_throughput: float | None
+    steady_output_throughput: float | None
+    steady_total_token_throughput: float | None
+    peak_output_throughput: float | None
+    achieved_concurrency: float | None
+    concurrency: float | None
+    client_bound: bool
+    mean_ttft_ms: float | None
+    median_ttft_ms: float | None
+    std_ttft_ms: float | None
+    p90_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    mean_tpot_ms: float | None
+    median_tpot_ms: float | None
+    std_tpot_ms: float | None
+    p90_tpot_ms: float | None
+    p99_tpot_ms: float | None
+    mean_itl_ms: float | None
+    median_itl_ms: float | None
+    std_itl_ms: float | None
+    p90_itl_ms: float | None
+    p99_itl_ms: float | None
+    mean_e2el_ms: float | None
+    median_e2el_ms: float | None
+    std_e2el_ms: float | None
+    p90_e2el_ms: float | None
+    p99_e2el_ms: float | None
+    mean_chunk_gap_ms: float | None
+    median_chunk_gap_ms: float | None
+    std_chunk_gap_ms: float | None
+    p90_chunk_gap_ms: float | None
+    p99_chunk_gap_ms: float | None
+    retokenized_mismatch: int
+    client_workers: int
+    client_cpu_s: float | None
+    client_cpu_share: float | None
+    client_max_loop_lag_ms: float | None
+    clock_origin_ns: int | None
+    started_at: str | None
+    # Added by servesweep.cell around the client's summary:
+    server_before: dict  # the engine's snapshot before the level
+    server_after: dict  # ...and after it
+    server_counters: dict[str, float]  # counters' increase over the level
+    gpu: dict  # NVML telemetry over the level (servesweep.telemetry)
+    energy_j: float | None
+    joules_per_output_token: float | None
+
+
+class RequestRecord(TypedDict):
+    """One line of results/cells/.../levels/L{level}_r{repeat}.requests.jsonl."""
+
+    index: int
+    warmup: bool
+    ok: bool
+    error: str | None
+    error_detail: str | None
+    status_code: int | None
+    prompt_tokens: int
+    output_tokens: int | None
+    usage_reported: bool
+    retokenized_tokens: int | None
+    retokenized_whole_tokens: int | None
+    worker: int
+    sent_s: float
+    end_s: float
+    ttft_ms: float | None
+    e2el_ms: float | None
+    tpot_ms: float | None
+    chunk_times_ms: list[float]
+    chunk_tokens: list[int]
+
+
+class CellRecord(TypedDict):
+    """results/cells/{stack}/{model}/{variant}/cell.json (servesweep.cell)."""
+
+    stack: str
+    model: str
+    variant: str
+    engine: str
+    spec_hash: str
+    spec: dict[str, Any]
+    client_version: str
+    attempt: int
+    status: str  # ok | failed
+    failure: Failure | None
+    command: list[str]
+    command_str: str
+    env: dict[str, str]
+    host: str
+    port: int
+    server_pid: int | None
+    boot_s: float | None
+    boot_attempts: list[BootAttempt]
+    teardown: TeardownRecord | None
+    started_at: str
+    finished_at: str | None
+    stack_manifest: StackManifest
+    model_manifest: ModelManifest
+    levels: list[LevelSummary]

@@ -1,0 +1,151 @@
+"""House rules, checked: lint and format, modules that fit in one head, the modules that run
+under bare interpreters import nothing but the standard library, declared dependencies are
+the imported ones, and the record types match their documentation."""
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import typing
+from pathlib import Path
+
+import pytest
+
+from servesweep import records
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "servesweep"
+MAX_MODULE_LINES = 400
+
+# Run by the stack's own interpreter, a worker process or a detached watchdog: they must
+# import with the standard library alone.
+BARE_MODULES = [
+    "servesweep.bench.worker",
+    "servesweep.bench.http1",
+    "servesweep.bench.sse",
+    "servesweep.bench.messages",
+    "servesweep.watchdog",
+    "servesweep.procs",
+    "servesweep.stack_probe",
+]
+
+# Distribution name -> the module it provides, where they differ.
+MODULE_OF = {"pyyaml": "yaml", "nvidia-ml-py": "pynvml", "huggingface_hub": "huggingface_hub"}
+# Declared for the user's command line, not imported by the package.
+NOT_IMPORTED = {"snakemake"}
+
+
+def ruff(*args: str) -> subprocess.CompletedProcess:
+    exe = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    return subprocess.run([exe, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_ruff_check_is_clean():
+    result = ruff("check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_clean():
+    result = ruff("format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_a_module_fits_in_one_head(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{path.relative_to(ROOT)}: {lines} lines"
+
+
+def test_bare_modules_import_with_the_standard_library_alone():
+    # -S: no site-packages at all, so a third-party import fails loudly.
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import importlib\n"
+        f"for name in {BARE_MODULES!r}: importlib.import_module(name)\n"
+        "outside = sorted({m.split('.')[0] for m in sys.modules}\n"
+        "    - set(sys.stdlib_module_names) - {'servesweep', '__main__'})\n"
+        "print(outside)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(ROOT)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def third_party_imports() -> dict[str, set[str]]:
+    """Top-level third-party modules imported by the package and the scripts."""
+    found: dict[str, set[str]] = {}
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "servesweep":
+                    found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def declared() -> tuple[set[str], set[str]]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    def names(specs):
+        return {re.split(r"[<>=;\[ ]", spec, maxsplit=1)[0].strip().lower() for spec in specs}
+
+    optional = set()
+    for extra, specs in project["optional-dependencies"].items():
+        if extra != "dev":
+            optional |= names(specs)
+    return names(project["dependencies"]), optional
+
+
+def test_dependencies_are_the_imported_packages():
+    imported = third_party_imports()
+    required, optional = declared()
+    modules = {MODULE_OF.get(d, d) for d in required | optional}
+    # Every import is declared (torch is probed inside a stack, never installed here).
+    undeclared = set(imported) - modules - {"torch"}
+    assert not undeclared, {m: imported[m] for m in undeclared}
+    # Every runtime dependency is imported somewhere.
+    unused = {d for d in required - NOT_IMPORTED if MODULE_OF.get(d, d) not in imported}
+    assert not unused, unused
+
+
+def documented_fields(heading: str) -> set[str]:
+    """The backticked field names in the first column of a docs/records.md table."""
+    text = (ROOT / "docs" / "records.md").read_text()
+    section = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    fields: set[str] = set()
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        first = line.split("|")[1]
+        for name in re.findall(r"`([^`]+)`", first):
+            brace = re.fullmatch(r"\{([\w,]+)\}_\{([\w,]+)\}_ms", name)
+            if brace:
+                stats, metrics = brace.group(1).split(","), brace.group(2).split(",")
+                fields |= {f"{s}_{m}_ms" for s in stats for m in metrics}
+            else:
+                fields.add(name)
+    return fields
+
+
+@pytest.mark.parametrize(
+    "heading, record",
+    [
+        ("Stack manifest", records.StackManifest),
+        ("Model manifest", records.ModelManifest),
+        ("Cell result", records.CellRecord),
+        ("Level summary", records.LevelSummary),
+        ("Request records", records.RequestRecord),
+    ],
+)
+def test_record_types_are_the_documented_records(heading, record):
+    assert set(typing.get_type_hints(record)) == documented_fields(heading)
