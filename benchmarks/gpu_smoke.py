@@ -45,7 +45,7 @@ MODELS = {
         "moe_intermediate_size": 256,
         "dtype": "bfloat16",
     },
-    # The CPU default's model (docs/design.md §6), for the local rehearsal.
+    # The CPU default's model (docs/design.md §7), for the local rehearsal.
     "tiny": {"hidden_size": 128, "num_layers": 2, "num_experts": 8, "experts_per_token": 2},
 }
 

@@ -1,14 +1,16 @@
-# One job per cell: launch, readiness, every level in order, teardown (docs/design.md §3).
+# One job per boot of a cell: launch, readiness, every level in order, teardown
+# (docs/design.md §3). Boots of all cells interleave (priority), r0 of every cell first.
 rule run_cell:
     input:
         stack="resources/stacks/{stack}/manifest.json",
         model="resources/models/{model}/manifest.json",
     output:
-        cell="results/cells/{stack}/{model}/{variant}/cell.json",
-        levels=directory("results/cells/{stack}/{model}/{variant}/levels"),
+        cell="results/cells/{stack}/{model}/{variant}/r{repeat}/cell.json",
+        levels=directory("results/cells/{stack}/{model}/{variant}/r{repeat}/levels"),
     log:
-        job="results/logs/run_cell/{stack}/{model}/{variant}.log",
-        server="results/cells/{stack}/{model}/{variant}/server.log",
+        job="results/logs/run_cell/{stack}/{model}/{variant}/r{repeat}.log",
+        server="results/cells/{stack}/{model}/{variant}/r{repeat}/server.log",
+    priority: job_priority
     conda:
         "../envs/workflow.yaml"
     resources:

@@ -8,7 +8,8 @@ from pathlib import Path
 sys.path.insert(0, workflow.basedir)
 
 from servesweep.config import ConfigError, SCHEMA_PATH, load, next_attempt, spec_json
-from servesweep.plan import Paths, state_digest
+from servesweep.layout import Paths
+from servesweep.plan import state_digest
 from servesweep.sweep_file import sweep_in_force
 
 # A --configfile replaces the default sweep instead of being merged into it; --config
@@ -28,12 +29,15 @@ try:
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 validate(config, schema=str(SCHEMA_PATH))
+# Relative paths, as the rules write them.
+PATHS = Paths(Path("."))
 
 
 wildcard_constraints:
     stack="|".join(map(re.escape, SWEEP.stacks)),
     model="|".join(map(re.escape, SWEEP.models)),
     variant="|".join(map(re.escape, SWEEP.variants)),
+    repeat=r"\d+",
 
 
 def stack_config(wildcards):
@@ -64,9 +68,11 @@ def cell_attempt_for(path):
 
 
 def cell_attempt(wildcards):
-    # Moves on only for a failed cell that config.retries allows to rerun.
+    # Moves on only for a failed boot that config.retries allows to rerun.
     return cell_attempt_for(
-        f"results/cells/{wildcards.stack}/{wildcards.model}/{wildcards.variant}/cell.json"
+        PATHS.cell_json(
+            wildcards.stack, wildcards.model, wildcards.variant, int(wildcards.repeat)
+        )
     )
 
 
@@ -74,12 +80,18 @@ def cell_gpus(wildcards):
     return SWEEP.gpus(wildcards.variant)
 
 
+JOB_ORDER = {job: i for i, job in enumerate(SWEEP.jobs)}
+
+
+def job_priority(wildcards):
+    # Earlier in SWEEP.jobs = higher priority: every cell's first boot, then the second…
+    key = (wildcards.stack, wildcards.model, wildcards.variant, int(wildcards.repeat))
+    return len(JOB_ORDER) - JOB_ORDER.get(key, len(JOB_ORDER))
+
+
 def all_cells():
-    return [
-        f"results/cells/{stack}/{model}/{variant}/cell.json"
-        for stack, model, variant in SWEEP.cells
-    ]
+    return [str(PATHS.cell_json(*job)) for job in SWEEP.jobs]
 
 
 def plan_state(wildcards):
-    return state_digest(SWEEP, Paths.under(Path.cwd()))
+    return state_digest(SWEEP, PATHS)

@@ -7,13 +7,14 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from servesweep.config import load  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
-from servesweep.plan import Paths, write_plan  # noqa: E402
+from servesweep.layout import Paths  # noqa: E402
+from servesweep.plan_text import write_plan  # noqa: E402
 
 sm = snakemake  # noqa: F821
 with job_logger(sm.log[0]) as log:
     text = write_plan(
         load(sm.config),
-        Paths.under(Path.cwd()),
+        Paths(Path.cwd()),
         list(sm.params.sweep_files),
         bool(sm.params.is_default),
         sm.output.txt,

@@ -3,6 +3,7 @@
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
@@ -10,6 +11,9 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 from servesweep.cell import run_cell  # noqa: E402
 from servesweep.config import load  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
+from servesweep.scheduler import job_deadline  # noqa: E402
+
+STARTED = time.time()
 
 
 def _terminate(signum, frame):
@@ -30,6 +34,9 @@ with job_logger(sm.log.job) as log:
         server_log=Path(sm.log.server),
         log=log,
         attempt=int(sm.params.attempt),
+        repeat=int(sm.wildcards.repeat),
+        # When SLURM (or the `runtime` resource) will end this job; not a param either.
+        deadline=job_deadline(sm.resources.get("runtime"), STARTED),
         # Not a param: tuning retries must not rerun measured cells.
         boot_retries=load(sm.config).retries["boot"],
     )

@@ -12,6 +12,7 @@ import asyncio
 import os
 import shlex
 import shutil
+import time
 from pathlib import Path
 
 from servesweep import CLIENT_VERSION
@@ -20,10 +21,12 @@ from servesweep.bench.workload import Prompt, load_tokenizer, random_prompts, sh
 from servesweep.config import spec_hash
 from servesweep.engines import get_engine, launch_command, launch_env
 from servesweep.engines.prometheus import counter_delta
-from servesweep.failures import BOOT_RETRY_CAUSES, log_tail
+from servesweep.failures import BOOT_RETRY_CAUSES, log_tail, read_log
 from servesweep.jsonfile import utc_now, write_json
+from servesweep.layout import level_name
 from servesweep.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.records import CellRecord, LevelSummary
+from servesweep.scheduler import scheduler_info, time_limit_margin
 from servesweep.server import ServerProcess, free_port, port_is_free
 from servesweep.telemetry import GpuSampler, joules_per_token, visible_indices
 
@@ -32,18 +35,19 @@ LIVENESS_PROBE_MAX_S = 60.0
 
 
 def level_plan(spec: dict) -> list[tuple[int, int]]:
-    """(level, repeat) in the order they run: each level's repeats back to back."""
+    """(level, in_boot) in the order one boot runs them: each level's measurements within
+    the boot back to back."""
     bench = spec["benchmark"]
-    return [(level, r) for level in bench["levels"] for r in range(bench["repeats"])]
+    return [(level, i) for level in bench["levels"] for i in range(bench["repeats_in_boot"])]
 
 
-def make_prompts(spec: dict, tokenizer, level: int, repeat: int) -> list[Prompt]:
-    """The level's prompts (warmup first). Seeded by level and repeat, so every variant
-    sees exactly the same requests."""
+def make_prompts(spec: dict, tokenizer, level: int, in_boot: int) -> list[Prompt]:
+    """The level's prompts (warmup first). Seeded by level and in-boot index only, so every
+    variant, and every boot, sees exactly the same requests."""
     bench = spec["benchmark"]
     workload = bench["workload"]
     n = bench["warmup"] + bench["num_prompts_per_level"][str(level)]
-    seed = workload["seed"] * 1_000_003 + level * 101 + repeat
+    seed = workload["seed"] * 1_000_003 + level * 101 + in_boot
     if workload["kind"] == "sharegpt":
         return sharegpt_prompts(
             Path(workload["path"]), tokenizer, n, workload.get("output_tokens"), seed
@@ -51,8 +55,14 @@ def make_prompts(spec: dict, tokenizer, level: int, repeat: int) -> list[Prompt]
     return random_prompts(tokenizer, n, workload["input_tokens"], workload["output_tokens"], seed)
 
 
-def not_run(level: int, repeat: int) -> LevelSummary:
-    return {"level": level, "repeat": repeat, "status": "not_run", "cause": None}
+def not_run(level: int, repeat: int, in_boot: int) -> LevelSummary:
+    return {
+        "level": level,
+        "repeat": repeat,
+        "in_boot": in_boot,
+        "status": "not_run",
+        "cause": None,
+    }
 
 
 class CellRun:
@@ -67,8 +77,16 @@ class CellRun:
         server_log: Path,
         log=print,
         attempt: int = 0,
+        repeat: int = 0,
+        deadline: float | None = None,
     ):
         self.spec = spec
+        self.repeat = repeat
+        # The job's time limit (time.time) as a time.monotonic cutoff, less the margin.
+        self.cutoff = None
+        if deadline is not None:
+            left = deadline - time_limit_margin(spec) - time.time()
+            self.cutoff = time.monotonic() + left
         self.out_dir = Path(out_dir)
         self.levels_dir = self.out_dir / "levels"
         self.server_log = Path(server_log)
@@ -93,6 +111,7 @@ class CellRun:
             "stack": spec["stack"]["name"],
             "model": spec["model"]["name"],
             "variant": spec["variant"],
+            "repeat": repeat,
             "engine": spec["engine"],
             "spec_hash": spec_hash(spec),
             "spec": spec,
@@ -107,13 +126,16 @@ class CellRun:
             "port": 0,
             "server_pid": None,
             "boot_s": None,
+            "boot_facts": {},
             "boot_attempts": [],
             "started_at": utc_now(),
             "finished_at": None,
             "teardown": None,
+            "scheduler": scheduler_info(),
+            "deadline": deadline,
             "stack_manifest": stack_manifest,
             "model_manifest": model_manifest,
-            "levels": [not_run(level, r) for level, r in self.plan],
+            "levels": [not_run(level, repeat, i) for level, i in self.plan],
         }
 
     def fail(self, stage: str, cause: str, message: str, level=None, repeat=None) -> None:
@@ -166,6 +188,9 @@ class CellRun:
         """Boot, run the levels, tear down (on every path). Returns False when the server
         never became ready (so the caller may relaunch)."""
         booted = completed = False
+        boot_timeout = self.spec["server"]["boot_timeout_s"]
+        left = self.left()
+        limited = left is not None and left < boot_timeout
         try:
             try:
                 boot_s = wait_ready(
@@ -173,7 +198,7 @@ class CellRun:
                     self.engine.health_path,
                     self.engine.models_path,
                     self.settings.model,
-                    self.spec["server"]["boot_timeout_s"],
+                    max(0.0, left) if limited else boot_timeout,
                     generate=self.generate("Hello", 4),
                     log=self.log,
                 )
@@ -182,16 +207,25 @@ class CellRun:
                 # An earlier boot try may have failed.
                 self.record["status"], self.record["failure"] = "ok", None
                 self.log(f"ready in {self.record['boot_s']} s")
+                self.record["boot_facts"] = self.engine.boot_facts(read_log(self.server_log))
                 self.run_levels(server)
             except BootFailure as exc:
-                self.record["boot_attempts"].append({"cause": exc.cause, "message": exc.message})
-                self.fail("boot", exc.cause, exc.message)
+                cause, message = exc.cause, exc.message
+                if cause == "boot_timeout" and limited:
+                    cause = "time_limit"
+                    message = f"the job's time limit came first ({message})"
+                self.record["boot_attempts"].append({"cause": cause, "message": message})
+                self.fail("boot", cause, message)
             completed = True
         finally:
             # Every path tears down. Only a completed measurement is written, so an
             # interrupted cell is measured again next run.
             self.tear_down(server, completed)
         return booted
+
+    def left(self) -> float | None:
+        """Seconds until this cell must stop for the job's time limit (None: no limit)."""
+        return None if self.cutoff is None else self.cutoff - time.monotonic()
 
     def tear_down(self, server: ServerProcess, completed: bool) -> None:
         teardown = server.stop(grace_s=self.spec["server"]["teardown_grace_s"])
@@ -212,24 +246,31 @@ class CellRun:
         # NVML numbers GPUs physically; follow CUDA_VISIBLE_DEVICES when the cell has one.
         gpu_indices = visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"))
         probe_s = min(LIVENESS_PROBE_MAX_S, self.spec["benchmark"]["stall_timeout_s"])
-        for index, (level, repeat) in enumerate(self.plan):
+        for index, (level, in_boot) in enumerate(self.plan):
             unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
             if unfit:
-                self.fail("level", unfit[0], f"{unfit[1]} before level {level}", level, repeat)
+                message = f"{unfit[1]} before level {level}"
+                self.fail("level", unfit[0], message, level, self.repeat)
                 return
-            if not self.run_level(server, index, level, repeat, gpu_indices):
+            left = self.left()
+            if left is not None and left <= 0:
+                margin = time_limit_margin(self.spec)
+                message = f"the job's time limit is under {margin:.0f} s away before level {level}"
+                self.fail("level", "time_limit", message, level, self.repeat)
+                return
+            if not self.run_level(server, index, level, in_boot, gpu_indices):
                 return
 
-    def run_level(self, server, index: int, level: int, repeat: int, gpu_indices) -> bool:
+    def run_level(self, server, index: int, level: int, in_boot: int, gpu_indices) -> bool:
         """One level against a live server; its summary written at once. False when it
         failed (recorded), which ends the cell."""
         bench, engine, base_url = self.spec["benchmark"], self.engine, self.settings.base_url
         engine.flush_cache(base_url)
         before = engine.snapshot(base_url)
-        prompts = make_prompts(self.spec, self.tokenizer, level, repeat)
-        name = f"L{level}_r{repeat}"
+        prompts = make_prompts(self.spec, self.tokenizer, level, in_boot)
+        name = level_name(level, in_boot)
         self.log(
-            f"level {level} repeat {repeat}: {len(prompts)} requests "
+            f"level {level} ({name}, boot r{self.repeat}): {len(prompts)} requests "
             f"({bench['warmup']} warmup), concurrency {level}"
         )
         with GpuSampler(gpu_indices) as sampler:
@@ -240,10 +281,12 @@ class CellRun:
                 warmup=bench["warmup"],
                 records_path=self.levels_dir / f"{name}.requests.jsonl",
                 level=level,
-                repeat=repeat,
+                repeat=self.repeat,
                 progress=lambda msg: self.log(f"  [level {level}] {msg}"),
                 error_rate_threshold=bench["error_rate_threshold"],
+                cutoff=self.cutoff,
             )
+        summary["in_boot"] = in_boot
         # Server-side counters around the level (speculative accept length, cache hits…).
         after = engine.snapshot(base_url) if server.alive() else {}
         summary["server_before"], summary["server_after"] = before, after
@@ -262,10 +305,10 @@ class CellRun:
         self.record["levels"][index] = summary
         write_json(self.levels_dir / f"{name}.json", summary)
         if not ok:
-            self.fail("level", summary.get("cause") or "unknown", message, level, repeat)
+            self.fail("level", summary.get("cause") or "unknown", message, level, self.repeat)
             return False
         self.log(
-            f"level {level} repeat {repeat}: {summary.get('output_throughput') or 0:.1f} output "
+            f"level {level} ({name}): {summary.get('output_throughput') or 0:.1f} output "
             f"tok/s, median TTFT {summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
             f"{summary.get('median_tpot_ms') or 0:.1f} ms"
         )
@@ -299,11 +342,16 @@ def run_cell(
     log=print,
     attempt: int = 0,
     boot_retries: int = 0,
+    repeat: int = 0,
+    deadline: float | None = None,
 ) -> CellRecord:
-    """Measure one cell; write out_dir/cell.json and out_dir/levels/*; return the record.
+    """Measure one boot of a cell; write out_dir/cell.json and out_dir/levels/*; return the
+    record.
 
-    `attempt` counts reruns of a failed cell (recorded); `boot_retries` is how many more
-    launches a boot failure gets within this job (only for causes a relaunch may cure).
+    `repeat` is which boot of the cell this is (recorded); `attempt` counts reruns of a failed
+    boot; `boot_retries` is how many more launches a boot failure gets within this job (only
+    for causes a relaunch may cure); `deadline` (time.time) is when the job will be killed: the
+    cell ends itself a margin before it, with cause time_limit (servesweep.scheduler).
     """
     levels_dir = Path(out_dir) / "levels"
     if levels_dir.exists():
@@ -313,12 +361,14 @@ def run_cell(
     server_log.parent.mkdir(parents=True, exist_ok=True)
     server_log.write_bytes(b"")
 
-    run = CellRun(spec, stack_manifest, model_manifest, out_dir, server_log, log, attempt)
+    run = CellRun(
+        spec, stack_manifest, model_manifest, out_dir, server_log, log, attempt, repeat, deadline
+    )
     server_cfg = spec["server"]
     auto_port = server_cfg["port"] == "auto"
     log(
-        f"cell {run.record['stack']}/{run.record['model']}/{run.record['variant']} "
-        f"spec {run.record['spec_hash']}"
+        f"cell {run.record['stack']}/{run.record['model']}/{run.record['variant']} boot "
+        f"r{repeat}, spec {run.record['spec_hash']}"
     )
     log(f"run_cell owner pid {os.getpid()}, attempt {attempt}")
     for boot_try in range(boot_retries + 1):

@@ -156,11 +156,23 @@ class Sweep:
     server: dict
     benchmark: dict
     retries: dict
+    analysis: dict
     raw: dict
 
     @property
     def cells(self) -> list[tuple[str, str, str]]:
         return list(itertools.product(self.stacks, self.models, self.variants))
+
+    @property
+    def repeats(self) -> int:
+        return self.benchmark["repeats"]
+
+    @property
+    def jobs(self) -> list[tuple[str, str, str, int]]:
+        """(stack, model, variant, repeat) of every run_cell job, in the order they should
+        run: every cell's first boot, then every cell's second, … so that variants
+        interleave and a drift over the sweep's hours is spread over all of them."""
+        return [(*cell, r) for r in range(self.repeats) for cell in self.cells]
 
     def num_prompts(self, level: int) -> int:
         rule = self.benchmark["num_prompts"]
@@ -199,8 +211,10 @@ class Sweep:
             "env": v["env"],
             "gpus": self.gpus(variant),
             "server": self.server,
+            # Without `repeats`: how many boots a sweep asks for is not something one boot's
+            # measurement depends on, so raising it runs only the new boots.
             "benchmark": {
-                **self.benchmark,
+                **{k: v for k, v in self.benchmark.items() if k != "repeats"},
                 "num_prompts_per_level": {str(lv): self.num_prompts(lv) for lv in levels},
             },
             "client_version": CLIENT_VERSION,
@@ -240,13 +254,15 @@ def spec_hash(spec: dict) -> str:
 def check_semantics(config: dict) -> None:
     """Checks a JSON schema cannot express; one line naming the key for each."""
     variants = config["variants"]
-    if "baseline" not in variants:
+    baseline = config["analysis"]["baseline"]
+    if baseline not in variants:
+        where = "variants" if baseline == "baseline" else "analysis.baseline"
         raise ConfigError(
-            "config: variants: missing 'baseline' (every comparison is against it; "
+            f"config: {where}: missing {baseline!r} (every comparison is against it; "
             f"have: {', '.join(sorted(variants))})"
         )
-    if variants["baseline"].get("extends"):
-        raise ConfigError("config: variants.baseline.extends: the baseline cannot extend")
+    if variants[baseline].get("extends"):
+        raise ConfigError(f"config: variants.{baseline}.extends: the baseline cannot extend")
     default_engine = config["engine"]
     if default_engine not in ENGINES:
         raise ConfigError(
@@ -290,6 +306,12 @@ def check_semantics(config: dict) -> None:
     rule = bench["num_prompts"]
     if rule["min"] > rule["max"]:
         raise ConfigError("config: benchmark.num_prompts: min is larger than max")
+    reference = config["analysis"].get("reference_stack")
+    if reference is not None and reference not in config["stacks"]:
+        raise ConfigError(
+            f"config: analysis.reference_stack: unknown stack {reference!r} "
+            f"(known: {', '.join(sorted(config['stacks']))})"
+        )
 
 
 def load(config: dict) -> Sweep:
@@ -310,6 +332,7 @@ def load(config: dict) -> Sweep:
         server=config["server"],
         benchmark=config["benchmark"],
         retries=config["retries"],
+        analysis=config["analysis"],
         raw=copy.deepcopy(config),
     )
 

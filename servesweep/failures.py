@@ -23,6 +23,7 @@ CAUSES = (
     "died",
     "hung",
     "http_errors",
+    "time_limit",
     "unknown",
 )
 

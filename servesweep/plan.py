@@ -12,21 +12,18 @@ after it), so "run" here is what `snakemake` would run.
 
 from __future__ import annotations
 
+import csv
 import hashlib
-import json
-import shlex
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
-from pathlib import Path
 from typing import NamedTuple
-
-from tabulate import tabulate
 
 from servesweep import CLIENT_VERSION
 from servesweep.config import Sweep, next_attempt, spec_hash
 from servesweep.engines import launch_command, launch_env
 from servesweep.jsonfile import read_json
+from servesweep.layout import Paths
 from servesweep.models import model_path
 from servesweep.stacks import stack_python
 
@@ -42,38 +39,21 @@ RUN, KEEP = "run", "keep"
 
 
 class PlannedCell(NamedTuple):
-    order: int  # 1-based position in the plan
+    """One run_cell job: one boot of a cell."""
+
+    order: int  # 1-based position in the plan: the order the jobs run in
     stack: str
     model: str
     variant: str
+    repeat: int  # which boot of the cell
     state: str  # new | current | stale | failed
     action: str  # run | keep
     why: str
     command: list[str]
     env: dict[str, str]
     gpus: int
-    estimate_s: float  # wall time of one measurement of the cell
+    estimate_s: float  # wall time of this boot
     estimate_from: str  # "this cell's records", "<engine> records", "default rates"
-
-
-class Paths(NamedTuple):
-    results: Path  # results/
-    stacks: Path  # resources/stacks/
-    models: Path  # resources/models/
-
-    @classmethod
-    def under(cls, root: Path) -> Paths:
-        root = Path(root)
-        return cls(root / "results", root / "resources" / "stacks", root / "resources" / "models")
-
-    def cell_json(self, stack: str, model: str, variant: str) -> Path:
-        return self.results / "cells" / stack / model / variant / "cell.json"
-
-    def stack_manifest(self, stack: str) -> Path:
-        return self.stacks / stack / "manifest.json"
-
-    def model_manifest(self, model: str) -> Path:
-        return self.models / model / "manifest.json"
 
 
 def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -183,28 +163,24 @@ class Rates:
         # The weakest source used is the one to state.
         for source in ("default rates", f"{engine} records", "this cell's records"):
             if source in sources:
-                return total * bench["repeats"], source
-        return total * bench["repeats"], "default rates"
+                return total, source
+        return total, "default rates"
 
 
-def earlier_records(results: Path) -> list[dict]:
-    """Every cell.json under results/cells (any sweep's: they are all evidence of speed)."""
-    cells = []
-    for path in sorted((Path(results) / "cells").glob("**/cell.json")):
-        cell = read_json(path)
-        if cell is not None:
-            cells.append(cell)
-    return cells
+def earlier_records(paths: Paths) -> list[dict]:
+    """Every boot's cell.json under results/cells (any sweep's: all evidence of speed)."""
+    return [cell for cell in map(read_json, paths.cell_records()) if cell is not None]
 
 
 def plan_sweep(sweep: Sweep, paths: Paths) -> list[PlannedCell]:
-    """Every cell of the sweep, in the order of the config, with its state and estimate."""
-    rates = Rates(earlier_records(paths.results))
+    """Every run_cell job of the sweep, in the order they run (Sweep.jobs), with its state
+    and estimate."""
+    rates = Rates(earlier_records(paths))
     manifests = {("stack", s): read_json(paths.stack_manifest(s)) for s in sweep.stacks} | {
         ("model", m): read_json(paths.model_manifest(m)) for m in sweep.models
     }
     planned = []
-    for order, (stack, model, variant) in enumerate(sweep.cells, start=1):
+    for order, (stack, model, variant, repeat) in enumerate(sweep.jobs, start=1):
         spec = sweep.spec(stack, model, variant)
         stack_manifest = manifests[("stack", stack)]
         model_manifest = manifests[("model", model)]
@@ -218,7 +194,7 @@ def plan_sweep(sweep: Sweep, paths: Paths) -> list[PlannedCell]:
         command = launch_command(spec, python, model_dir, "<auto>" if port == "auto" else port)
         missing = [f"stack {stack}'s manifest"] if stack_manifest is None else []
         missing += [f"model {model}'s manifest"] if model_manifest is None else []
-        cell_json = paths.cell_json(stack, model, variant)
+        cell_json = paths.cell_json(stack, model, variant, repeat)
         previous = read_json(cell_json)
         attempt = next_attempt(cell_json, sweep.retries)
         state, action, why = cell_state(previous, spec, attempt, sweep.retries, missing)
@@ -229,6 +205,7 @@ def plan_sweep(sweep: Sweep, paths: Paths) -> list[PlannedCell]:
                 stack,
                 model,
                 variant,
+                repeat,
                 state,
                 action,
                 why,
@@ -242,130 +219,18 @@ def plan_sweep(sweep: Sweep, paths: Paths) -> list[PlannedCell]:
     return planned
 
 
-def duration(seconds: float) -> str:
-    """1 h 05 min, 12 min 30 s, 45 s."""
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    if minutes:
-        return f"{minutes} min {secs:02d} s"
-    return f"{secs} s"
-
-
-def totals(planned: list[PlannedCell]) -> dict:
-    to_run = [p for p in planned if p.action == RUN]
-    states = {s: sum(p.state == s for p in planned) for s in ("new", "current", "stale", "failed")}
-    return {
-        "cells": len(planned),
-        "to_run": len(to_run),
-        "states": states,
-        "wall_s": round(sum(p.estimate_s for p in to_run), 1),
-        "gpu_hours": round(sum(p.estimate_s * p.gpus for p in to_run) / 3600, 2),
-        "whole_sweep_wall_s": round(sum(p.estimate_s for p in planned), 1),
-        "whole_sweep_gpu_hours": round(sum(p.estimate_s * p.gpus for p in planned) / 3600, 2),
-    }
-
-
-def defaults_text() -> str:
-    return (
-        f"without records: boot {DEFAULT_BOOT_S:g} s, teardown {DEFAULT_TEARDOWN_S:g} s, "
-        f"{DEFAULT_STREAM_TOK_S:g} output tok/s per stream up to {DEFAULT_CELL_TOK_S:g} tok/s "
-        f"per server, {LEVEL_OVERHEAD_S:g} s around each level"
-    )
-
-
-def render(planned: list[PlannedCell], sweep_files: list[str], is_default: bool) -> str:
-    """The plan as text: a header, the cell table, then each cell's command and env."""
-    t = totals(planned)
-    source = ", ".join(sweep_files) + (" (the default sweep)" if is_default else "")
-    lines = [
-        f"servesweep plan - sweep: {source}",
-        f"{t['cells']} cells: {t['to_run']} will run; "
-        + ", ".join(f"{n} {s}" for s, n in t["states"].items() if n),
-        f"to run: about {duration(t['wall_s'])} one cell at a time, "
-        f"{t['gpu_hours']:g} GPU-hours (whole sweep: {duration(t['whole_sweep_wall_s'])}, "
-        f"{t['whole_sweep_gpu_hours']:g} GPU-hours)",
-        f"estimates from the cells' own records, else the same engine's, else defaults "
-        f"({defaults_text()})",
-        "",
-    ]
-    rows = [
-        [
-            p.order,
-            p.stack,
-            p.model,
-            p.variant,
-            p.state,
-            p.action,
-            p.gpus,
-            duration(p.estimate_s),
-            p.estimate_from,
-            p.why,
-        ]
-        for p in planned
-    ]
-    headers = ["#", "stack", "model", "variant", "state", "action", "GPUs", "est."]
-    headers += ["from", "why"]
-    lines.append(tabulate(rows, headers=headers, tablefmt="simple"))
-    lines += ["", "Launch commands (port <auto>: a free port picked at launch):"]
-    for p in planned:
-        lines.append(f"{p.order:>3}  {p.stack} / {p.model} / {p.variant}")
-        lines.append(f"     $ {' '.join(_quote(a) for a in p.command)}")
-        if p.env:
-            lines.append("     env: " + " ".join(f"{k}={_quote(v)}" for k, v in p.env.items()))
-    return "\n".join(lines) + "\n"
-
-
-def _quote(arg) -> str:
-    text = str(arg)
-    return text if text == "<auto>" else shlex.quote(text)
-
-
-def plan_json(planned: list[PlannedCell], sweep_files: list[str], is_default: bool) -> dict:
-    return {
-        "sweep_files": sweep_files,
-        "is_default": is_default,
-        "client_version": CLIENT_VERSION,
-        "defaults": {
-            "boot_s": DEFAULT_BOOT_S,
-            "teardown_s": DEFAULT_TEARDOWN_S,
-            "stream_tok_s": DEFAULT_STREAM_TOK_S,
-            "cell_tok_s": DEFAULT_CELL_TOK_S,
-            "level_overhead_s": LEVEL_OVERHEAD_S,
-        },
-        "totals": totals(planned),
-        "cells": [p._asdict() for p in planned],
-    }
-
-
-def write_plan(
-    sweep: Sweep, paths: Paths, sweep_files: list[str], is_default: bool, out_txt, out_json
-) -> str:
-    """Write the plan as text and JSON; return the text."""
-    planned = plan_sweep(sweep, paths)
-    text = render(planned, sweep_files, is_default)
-    for path, data in (
-        (out_txt, text),
-        (out_json, json.dumps(plan_json(planned, sweep_files, is_default), indent=2) + "\n"),
-    ):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(data)
-    return text
-
-
 def state_digest(sweep: Sweep, paths: Paths) -> str:
     """Changes whenever the plan would: the cells' specs and attempts, and the files the
     plan reads (cell records, manifests), by size and modification time. A Snakemake
     param of the plan rule, so the plan is rebuilt exactly when it would say something
     else."""
     parts = [CLIENT_VERSION]
-    for stack, model, variant in sweep.cells:
-        cell_json = paths.cell_json(stack, model, variant)
-        parts.append(spec_hash(sweep.spec(stack, model, variant)))
+    specs = {cell: spec_hash(sweep.spec(*cell)) for cell in sweep.cells}
+    for stack, model, variant, repeat in sweep.jobs:
+        cell_json = paths.cell_json(stack, model, variant, repeat)
+        parts.append(specs[(stack, model, variant)])
         parts.append(str(next_attempt(cell_json, sweep.retries)))
-    files = sorted((paths.results / "cells").glob("**/cell.json"))
+    files = paths.cell_records() + [paths.results / "verdicts.csv"]
     files += [paths.stack_manifest(s) for s in sweep.stacks]
     files += [paths.model_manifest(m) for m in sweep.models]
     for path in files:
@@ -375,3 +240,34 @@ def state_digest(sweep: Sweep, paths: Paths) -> str:
         except OSError:
             parts.append(f"{path}:-")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+class Resolve(NamedTuple):
+    """What the last verdicts ask for: boots per cell that would settle every unresolved
+    comparison of the headline metric to ±analysis.resolve_pct."""
+
+    repeats: int  # benchmark.repeats to set
+    comparisons: int  # how many comparisons asked for more
+    extra_wall_s: float  # estimated time of the boots that would be added
+
+
+def resolve_suggestion(sweep: Sweep, paths: Paths, planned: list[PlannedCell]) -> Resolve | None:
+    """None when there are no verdicts yet, or none asks for more boots."""
+
+    try:
+        with open(paths.results / "verdicts.csv", newline="") as f:
+            rows = [
+                r
+                for r in csv.DictReader(f)
+                if r.get("metric") == "output_throughput" and r.get("repeats_needed")
+            ]
+    except OSError:
+        return None
+    needed = [int(float(r["repeats_needed"])) for r in rows]
+    if not needed or max(needed) <= sweep.repeats:
+        return None
+    per_boot: dict[tuple, float] = {}
+    for p in planned:
+        per_boot.setdefault((p.stack, p.model, p.variant), p.estimate_s)
+    extra = (max(needed) - sweep.repeats) * sum(per_boot.values())
+    return Resolve(max(needed), len(needed), round(extra, 1))

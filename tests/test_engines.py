@@ -199,7 +199,7 @@ def test_flags_servesweep_sets_are_refused(engine, flag):
 def test_request_extras_fix_output_lengths_where_the_engine_allows():
     assert get_engine("sglang").request_extras() == {"ignore_eos": True}
     assert get_engine("vllm").request_extras() == {"ignore_eos": True}
-    # transformers serve answers 422 to unknown fields (docs/design.md §6).
+    # transformers serve answers 422 to unknown fields (docs/design.md §7).
     assert get_engine("transformers").request_extras() == {}
 
 

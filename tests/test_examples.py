@@ -96,7 +96,7 @@ def test_example_plans_with_snakemake(tmp_path, path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sweep = load_file(path)
     planned = re.findall(r"^rule run_cell:", result.stdout, flags=re.M)
-    assert len(planned) == len(sweep.cells)
+    assert len(planned) == len(sweep.jobs) == len(sweep.cells) * sweep.repeats
     config = yaml.safe_load(path.read_text())
     for stack in config["stacks"]:
         assert f"stack={stack}" in result.stdout

@@ -121,7 +121,7 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
         tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
     )
     assert rerun.returncode == 0
-    cell = json.loads((tmp_path / "results/cells/test/tiny/crashes/cell.json").read_text())
+    cell = json.loads((tmp_path / "results/cells/test/tiny/crashes/r0/cell.json").read_text())
     assert cell["attempt"] == 1 and cell["status"] == "failed"
     # max_attempts reached: no further retries.
     assert (
@@ -149,7 +149,7 @@ def job_log_pids(path: Path) -> tuple[int, int] | None:
     text = path.read_text()
     owner = re.search(r"run_cell owner pid (\d+)", text)
     server = re.findall(r"server pid (\d+)", text)
-    if owner and server and "level 1 repeat 0:" in text:
+    if owner and server and "level 1 (L1_i0, boot r0):" in text:
         return int(owner.group(1)), int(server[-1])
     return None
 
@@ -166,7 +166,7 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
     cfg_path = write(tmp_path, cfg)
     first = run_snakemake(
         tmp_path,
-        "results/cells/test/tiny/baseline/cell.json",
+        "results/cells/test/tiny/baseline/r0/cell.json",
         "--cores",
         "1",
         "--configfile",
@@ -181,7 +181,7 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    job_log = tmp_path / "results" / "logs" / "run_cell" / "test" / "tiny" / "slow.log"
+    job_log = tmp_path / "results" / "logs" / "run_cell" / "test" / "tiny" / "slow" / "r0.log"
     try:
         job_pid, server_pid = wait_for(lambda: job_log_pids(job_log), 60, "the level to start")
         time.sleep(0.5)
@@ -202,7 +202,7 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
             os.killpg(owner.pid, signal.SIGKILL)
             owner.wait()
     assert not fault_servers_running(tmp_path)
-    slow_cell = tmp_path / "results/cells/test/tiny/slow/cell.json"
+    slow_cell = tmp_path / "results/cells/test/tiny/slow/r0/cell.json"
     dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", cfg_path)
     if how == "SIGTERM-snakemake":
         # Snakemake's own SIGTERM semantics: running jobs finish (and tear down),
@@ -219,3 +219,52 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
     assert again.returncode == 0, again.stdout[-3000:]
     assert json.loads(slow_cell.read_text())["status"] == "ok"
     assert not fault_servers_running(tmp_path)
+
+
+def test_boots_interleave_a_crashed_boot_is_one_result_and_a_new_repeat_runs_alone(tmp_path):
+    # `crash_once` crashes the first launch of the variant (its marker file does not exist
+    # yet) and serves normally afterwards: boot r0 fails, r1 is fine.
+    marker = tmp_path / "crashed-once"
+    variants = {
+        "baseline": {"flags": {}},
+        "flaky": {"flags": {"fault": "crash_once", "marker": str(marker), "signature": "oom"}},
+    }
+    cfg = config(variants, levels=(1, 4), retries={"boot": 0})
+    cfg["benchmark"]["repeats"] = 2
+    cfg["analysis"] = {"min_steady_fraction": 0}
+    run = run_snakemake(
+        tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+    boots = []
+    for variant in variants:
+        for r in (0, 1):
+            cell = json.loads(
+                (tmp_path / f"results/cells/test/tiny/{variant}/r{r}/cell.json").read_text()
+            )
+            boots.append((cell["started_at"], cell["variant"], cell["repeat"], cell["status"]))
+    # Every cell's first boot, then every cell's second: variants interleave.
+    assert [(v, r) for _, v, r, _ in sorted(boots)] == [
+        ("baseline", 0),
+        ("flaky", 0),
+        ("baseline", 1),
+        ("flaky", 1),
+    ]
+    assert {(v, r): s for _, v, r, s in boots}[("flaky", 0)] == "failed"
+    assert {(v, r): s for _, v, r, s in boots}[("flaky", 1)] == "ok"
+
+    rows = list(csv.DictReader(open(tmp_path / "results" / "summary.csv")))
+    flaky = {(int(r["repeat"]), int(r["level"])): r for r in rows if r["variant"] == "flaky"}
+    assert flaky[(0, 1)]["failure_cause"] == "oom" and flaky[(0, 1)]["status"] == "not_run"
+    assert flaky[(1, 4)]["status"] == "ok"
+    verdicts = list(csv.DictReader(open(tmp_path / "results" / "verdicts.csv")))
+    headline = [v for v in verdicts if v["metric"] == "output_throughput"]
+    assert {(v["variant"], v["n"], v["n_ref"]) for v in headline} == {("flaky", "1", "2")}
+    assert {v["verdict"] for v in headline} == {"inconclusive (n < 2)"}
+
+    # One more boot of every cell: only the new boots run.
+    cfg["benchmark"]["repeats"] = 3
+    dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
+    jobs = re.findall(r"rule run_cell:.*?variant=([\w.-]+), repeat=(\d+)", dry.stdout, re.S)
+    assert sorted(jobs) == [("baseline", "2"), ("flaky", "2")], dry.stdout[-3000:]

@@ -139,7 +139,7 @@ def test_death_at_high_concurrency_keeps_earlier_levels(tmp_path, tiny_model):
     assert cell["failure"]["level"] == 16
     assert statuses(cell) == [(1, "ok"), (4, "ok"), (16, "failed")]
     levels = tmp_path / "cell" / "levels"
-    for kept in ("L1_r0", "L4_r0"):
+    for kept in ("L1_i0", "L4_i0"):
         assert (levels / f"{kept}.json").exists()
         assert len((levels / f"{kept}.requests.jsonl").read_text().splitlines()) == 8
     assert "ncclUnhandledCudaError" in "\n".join(cell["failure"]["log_tail"])
@@ -295,3 +295,44 @@ def test_port_is_taken_while_holder_runs():
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         assert not port_is_free("127.0.0.1", sock.getsockname()[1])
+
+
+def test_a_job_time_limit_ends_the_cell_as_a_failed_result_in_time(tmp_path, tiny_model):
+    # A slow server (40 requests x 8 tokens x 50 ms: ~16 s a level) and a job that will be
+    # killed 35 s from now: with the 30 s margin the cell must stop itself within ~5 s.
+    from servesweep.scheduler import TIME_LIMIT_MARGIN_S
+
+    config = fault_config({"gap-ms": 50}, levels=(1, 4), num_prompts={"per_level": 1, "min": 40})
+    spec = load(config).spec("test", "tiny", "baseline")
+    lines: list[str] = []
+    start = time.monotonic()
+    cell = run_cell(
+        spec,
+        STACK,
+        tiny_model,
+        tmp_path / "cell",
+        tmp_path / "cell" / "server.log",
+        log=lines.append,
+        deadline=time.time() + TIME_LIMIT_MARGIN_S + 5,
+    )
+    elapsed = time.monotonic() - start
+    failure = cell["failure"]
+    assert (failure["stage"], failure["cause"]) == ("level", "time_limit"), failure
+    assert cell["levels"][0]["cause"] == "time_limit"
+    assert elapsed < 5 + 10, elapsed  # aborted at the cutoff, torn down, recorded
+    assert (tmp_path / "cell" / "cell.json").exists()
+    assert_nothing_left(cell)
+
+
+def test_scheduler_info_names_the_slurm_job(monkeypatch):
+    from servesweep.scheduler import job_deadline, scheduler_info
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert scheduler_info() is None
+    assert job_deadline(None) is None
+    assert job_deadline(2, started=1000.0) == 1000.0 + 120
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_JOB_END_TIME", "1900")  # newer SLURM sets it
+    info = scheduler_info()
+    assert info["slurm_job_id"] == "4242" and info["hostname"]
+    assert job_deadline(60, started=1000.0) == 1900.0  # the earlier of the two

@@ -7,21 +7,19 @@ import pytest
 
 from servesweep import CLIENT_VERSION
 from servesweep.config import load, spec_hash
+from servesweep.layout import Paths
 from servesweep.plan import (
     DEFAULT_BOOT_S,
     DEFAULT_CELL_TOK_S,
     DEFAULT_STREAM_TOK_S,
     DEFAULT_TEARDOWN_S,
     LEVEL_OVERHEAD_S,
-    Paths,
     cell_state,
     changed_keys,
-    duration,
     plan_sweep,
-    render,
     state_digest,
-    totals,
 )
+from servesweep.plan_text import duration, render, totals
 
 RETRIES = {"boot": 1, "failed_cells": False, "max_attempts": 3}
 
@@ -72,7 +70,7 @@ def record(sweep, variant, status="ok", attempt=0, client=CLIENT_VERSION, **extr
 
 
 def write(paths: Paths, cell: dict) -> None:
-    path = paths.cell_json(cell["stack"], cell["model"], cell["variant"])
+    path = paths.cell_json(cell["stack"], cell["model"], cell["variant"], cell.get("repeat", 0))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(cell))
 
@@ -88,7 +86,7 @@ def manifests(paths: Paths) -> None:
 
 def test_a_new_sweep_runs_everything_at_default_rates(tmp_path):
     sweep = load(sweep_config())
-    planned = plan_sweep(sweep, Paths.under(tmp_path))
+    planned = plan_sweep(sweep, Paths(tmp_path))
     assert [(p.variant, p.state, p.action) for p in planned] == [
         ("baseline", "new", "run"),
         ("ep", "new", "run"),
@@ -118,7 +116,7 @@ def test_a_new_sweep_runs_everything_at_default_rates(tmp_path):
 
 def test_measured_cells_are_kept_and_estimated_from_their_records(tmp_path):
     sweep = load(sweep_config())
-    paths = Paths.under(tmp_path)
+    paths = Paths(tmp_path)
     manifests(paths)
     write(paths, record(sweep, "baseline"))
     planned = plan_sweep(sweep, paths)
@@ -135,7 +133,7 @@ def test_measured_cells_are_kept_and_estimated_from_their_records(tmp_path):
 
 def test_a_spec_change_makes_the_cell_stale_and_says_what_changed(tmp_path):
     old = load(sweep_config())
-    paths = Paths.under(tmp_path)
+    paths = Paths(tmp_path)
     manifests(paths)
     write(paths, record(old, "baseline"))
     new = sweep_config()
@@ -183,7 +181,7 @@ def test_an_older_client_is_stale_but_not_rerun_by_itself():
 
 def test_a_missing_manifest_reruns_a_measured_cell(tmp_path):
     sweep = load(sweep_config())
-    paths = Paths.under(tmp_path)
+    paths = Paths(tmp_path)
     write(paths, record(sweep, "baseline"))  # measured, but resources/ was deleted
     base = plan_sweep(sweep, paths)[0]
     assert (base.state, base.action) == ("current", "run")
@@ -197,10 +195,10 @@ def test_changed_keys():
 
 def test_render_shows_the_table_commands_and_totals(tmp_path):
     sweep = load(sweep_config())
-    planned = plan_sweep(sweep, Paths.under(tmp_path))
+    planned = plan_sweep(sweep, Paths(tmp_path))
     text = render(planned, ["my-sweep.yaml"], False)
     assert text.startswith("servesweep plan - sweep: my-sweep.yaml\n")
-    assert "2 cells: 2 will run; 2 new" in text
+    assert "2 cells x 1 boots = 2 run_cell jobs: 2 will run; 2 new" in text
     assert "GPU-hours" in text and "default rates" in text
     assert "--enable-expert-parallel" in text
     assert "env: VLLM_SERVER_DEV_MODE=1" in text
@@ -216,7 +214,7 @@ def test_duration():
 
 def test_the_digest_follows_specs_and_records(tmp_path):
     sweep = load(sweep_config())
-    paths = Paths.under(tmp_path)
+    paths = Paths(tmp_path)
     first = state_digest(sweep, paths)
     assert state_digest(sweep, paths) == first
     write(paths, record(sweep, "baseline"))
@@ -228,6 +226,43 @@ def test_the_digest_follows_specs_and_records(tmp_path):
 
 
 def test_paths_are_the_workflows(tmp_path):
-    paths = Paths.under(tmp_path)
-    assert paths.cell_json("s", "m", "v") == tmp_path / "results/cells/s/m/v/cell.json"
+    paths = Paths(tmp_path)
+    assert paths.cell_json("s", "m", "v", 2) == tmp_path / "results/cells/s/m/v/r2/cell.json"
     assert paths.stack_manifest("s") == Path(tmp_path) / "resources/stacks/s/manifest.json"
+
+
+def test_boots_interleave_in_the_plan_and_estimates_are_per_boot(tmp_path):
+    sweep = load(sweep_config(repeats=3))
+    planned = plan_sweep(sweep, Paths(tmp_path))
+    assert [(p.variant, p.repeat) for p in planned] == [
+        ("baseline", 0),
+        ("ep", 0),
+        ("baseline", 1),
+        ("ep", 1),
+        ("baseline", 2),
+        ("ep", 2),
+    ]
+    assert len({p.estimate_s for p in planned}) == 1  # one boot each, not three
+    assert totals(planned)["jobs"] == 6 and totals(planned)["cells"] == 2
+
+
+def test_the_plan_asks_for_the_boots_the_last_verdicts_need(tmp_path):
+    from servesweep.plan import resolve_suggestion
+
+    sweep = load(sweep_config(repeats=2))
+    paths = Paths(tmp_path)
+    planned = plan_sweep(sweep, paths)
+    assert resolve_suggestion(sweep, paths, planned) is None  # no verdicts yet
+    (paths.results).mkdir(parents=True)
+    (paths.results / "verdicts.csv").write_text(
+        "stack,model,variant,level,metric,repeats_needed\n"
+        "box,m,ep,1,output_throughput,7\n"
+        "box,m,ep,100,output_throughput,\n"
+        "box,m,ep,1,p99_ttft_ms,40\n"
+    )
+    resolve = resolve_suggestion(sweep, paths, planned)
+    assert (resolve.repeats, resolve.comparisons) == (7, 1)
+    # Five more boots of each of the two cells.
+    assert resolve.extra_wall_s == pytest.approx(5 * 2 * planned[0].estimate_s, abs=0.5)
+    text = render(planned, ["s.yaml"], False, resolve)
+    assert "Set benchmark.repeats: 7 to settle them; only the new boots run" in text

@@ -97,10 +97,13 @@ def plan(work: Path, *args: str) -> dict:
 
 
 def run_cells(result) -> list[tuple[str, str, str]]:
+    """The distinct cells of the planned run_cell jobs (each boot is a job)."""
     return sorted(
-        (w["stack"], w["model"], w["variant"])
-        for rule, w in planned_jobs(result)
-        if rule == "run_cell"
+        {
+            (w["stack"], w["model"], w["variant"])
+            for rule, w in planned_jobs(result)
+            if rule == "run_cell"
+        }
     )
 
 
@@ -121,6 +124,9 @@ def test_an_example_sweep_is_exactly_its_own_cells_and_commands(tmp_path, exampl
         (c["stack"], c["model"], c["variant"]): (c["command"], c["env"]) for c in planned["cells"]
     }
     assert sorted(got) == sorted(expected)
+    boots = 1 if example == "vllm-cpu.yaml" else 3
+    assert len(planned["cells"]) == len(expected) * boots
+    assert [c["repeat"] for c in planned["cells"]] == sorted(list(range(boots)) * len(expected))
     for key, (command, env) in expected.items():
         assert got[key][0] == shlex.split(command), key
         assert got[key][1] == env, key
@@ -200,9 +206,9 @@ def test_a_users_sweep_runs_as_written_and_the_plan_shows_what_the_job_launched(
     expected = {"baseline": "--tokens 4", "slow": "--tokens 4 --gap-ms 5"}
 
     planned = plan(work, "--configfile", path)
-    assert [(c["stack"], c["model"], c["variant"]) for c in planned["cells"]] == [
-        ("here", "mini", "baseline"),
-        ("here", "mini", "slow"),
+    assert [(c["stack"], c["model"], c["variant"], c["repeat"]) for c in planned["cells"]] == [
+        ("here", "mini", "baseline", 0),
+        ("here", "mini", "slow", 0),
     ]
     for c in planned["cells"]:
         assert c["command"] == shlex.split(f"{head} <auto> {expected[c['variant']]}")
@@ -210,11 +216,17 @@ def test_a_users_sweep_runs_as_written_and_the_plan_shows_what_the_job_launched(
     run = run_snakemake(work, "--cores", "1", "results/report.html", "--configfile", path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     for variant, flags in expected.items():
-        cell = json.loads((work / f"results/cells/here/mini/{variant}/cell.json").read_text())
+        cell = json.loads((work / f"results/cells/here/mini/{variant}/r0/cell.json").read_text())
         assert cell["status"] == "ok", cell["failure"]
         # What the job really launched: the plan's command with the port it picked.
         assert cell["command_str"] == f"{head} {cell['port']} {flags}"
     assert not (work / "resources" / "stacks" / "cpu").exists()
+
+    # Snakemake's own report wraps ours, with the summary and the verdicts.
+    wrapped = run_snakemake(work, "--report", str(work / "smk.html"), "--configfile", path)
+    assert wrapped.returncode == 0, wrapped.stdout[-2000:] + wrapped.stderr[-2000:]
+    text = (work / "smk.html").read_text()
+    assert all(name in text for name in ("report.html", "summary.csv", "verdicts.csv"))
 
     # After the run the plan says so, with estimates from the cells' own records.
     again = plan(work, "--configfile", path)
@@ -242,7 +254,7 @@ def test_config_overrides_apply_on_top_of_whichever_sweep_is_in_force(tmp_path):
     planned = plan(work, "--config", "variants={extra: {extends: baseline}}")
     assert planned["is_default"] is True
     assert planned["sweep_files"] == [str(work / "config" / "config.yaml")]
-    assert [c["variant"] for c in planned["cells"]] == [
+    assert [c["variant"] for c in planned["cells"] if c["repeat"] == 0] == [
         "baseline",
         "continuous-batching",
         "extra",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.browser import browser_ready, keep_screenshot, render
 from fixtures.configs import BAD_CONFIGS, TINY_MODEL, base_config
 from fixtures.workflow import leftover_processes, planned_jobs, write_config
 from fixtures.workflow import run_snakemake as snakemake
@@ -23,8 +24,9 @@ def test_default_config_dry_run_plans_the_whole_chain(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     rules = sorted(rule for rule, _ in planned_jobs(result))
+    # Two cells, two boots each (the default measures every cell twice).
     assert rules == sorted(
-        ["setup_env", "download_model", "run_cell", "run_cell", "collect", "report", "all"]
+        ["setup_env", "download_model", *["run_cell"] * 4, "collect", "report", "all"]
     )
 
 
@@ -119,6 +121,8 @@ def test_end_to_end_with_transformers_serve(tmp_path, cpu_stack):
             "workload": {"kind": "random", "input_tokens": 16, "output_tokens": 8, "seed": 3},
             "stall_timeout_s": 60,
         },
+        # 8-16 prompts per level leave no steady window to require.
+        "analysis": {"min_steady_fraction": 0},
     }
     config_path = write_config(tmp_path, config)
     # Targets go before --configfile, which takes every argument after it.
@@ -146,13 +150,20 @@ def test_end_to_end_with_transformers_serve(tmp_path, cpu_stack):
     assert "synthetic" in html and "continuous-batching" in html
     assert "data:image/png;base64," in html
     assert "--continuous-batching" in html
+    # The real report in a real browser: no console error, the verdicts and the plots.
+    if browser_ready():
+        shown = render(tmp_path / "results" / "report.html", tmp_path / "report.png")
+        assert shown.messages == [], shown.messages
+        assert shown.verdict_rows == 3  # header, baseline, continuous-batching
+        assert shown.image_widths and all(w > 0 for w in shown.image_widths)
+        keep_screenshot(shown, "engine-report.png")
 
     for variant in ("baseline", "continuous-batching"):
-        cell_dir = tmp_path / "results" / "cells" / "cpu" / "tiny" / variant
+        cell_dir = tmp_path / "results" / "cells" / "cpu" / "tiny" / variant / "r0"
         assert sorted(p.name for p in (cell_dir / "levels").glob("*.json")) == [
-            "L16_r0.json",
-            "L1_r0.json",
-            "L4_r0.json",
+            "L16_i0.json",
+            "L1_i0.json",
+            "L4_i0.json",
         ]
         assert (cell_dir / "server.log").stat().st_size > 0
 

@@ -149,11 +149,13 @@ def run_level(
     repeat: int,
     progress: Callable[[str], None] | None = None,
     error_rate_threshold: float = metrics.DEFAULT_ERROR_RATE_THRESHOLD,
+    cutoff: float | None = None,
 ) -> LevelSummary:
     """Run `warmup` requests (recorded with warmup: true, excluded from every statistic),
     then the rest with at most `concurrency` in flight. Writes one JSON line per request to
     records_path and returns the level summary. Server faults never raise: they become
-    per-request errors, and a stall ends the level with status failed, cause hung."""
+    per-request errors, and a stall ends the level with status failed, cause hung; so does
+    `cutoff` (time.monotonic: the job's time limit, less a margin) with cause time_limit."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     if not 0 <= warmup < len(prompts):
@@ -164,7 +166,9 @@ def run_level(
     label = f"L{level} r{repeat}: "
     with tempfile.TemporaryDirectory(prefix="servesweep-client-") as tmp:
         configs = _worker_configs(settings, prompts, warmup, concurrency, Path(tmp))
-        outcome = run_workers(configs, len(prompts), settings.stall_timeout_s, progress, label)
+        outcome = run_workers(
+            configs, len(prompts), settings.stall_timeout_s, progress, label, cutoff
+        )
 
     rows = [WorkerRow(row, w) for w, result in enumerate(outcome.results) for row in result.rows]
     records = build_records(rows, prompts, warmup, settings.tokenizer, outcome.t0_ns)
@@ -177,6 +181,7 @@ def run_level(
         concurrency=concurrency,
         num_prompts=len(prompts) - warmup,
         stalled=outcome.stalled,
+        timed_out=outcome.timed_out,
         error_rate_threshold=error_rate_threshold,
         client_cpu_s=sum(s.cpu_s for s in stats),
         client_cpu_share=max(s.cpu_s / s.wall_s if s.wall_s else 0.0 for s in stats),

@@ -37,6 +37,7 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 class PoolOutcome(NamedTuple):
     results: list[Result]  # one per worker, in worker order
     stalled: bool  # the level was aborted: nothing progressed for stall_timeout_s
+    timed_out: bool  # the level was aborted: the job's time limit was near
     t0_ns: int  # perf_counter_ns when the first phase started: the level's clock origin
 
 
@@ -139,48 +140,59 @@ class _Progress:
         self.last, self.last_events = now, events
 
 
-def _run_phase(pool: WorkerPool, phase: int, stall_ns: int, progress: _Progress) -> bool:
-    """Run one phase to its end; returns True when it stalled (and was aborted)."""
+def _run_phase(
+    pool: WorkerPool, phase: int, stall_ns: int, progress: _Progress, cutoff: float | None
+) -> tuple[bool, bool]:
+    """Run one phase to its end; returns (stalled, timed_out): whether it was aborted
+    because nothing progressed, or because `cutoff` (time.monotonic) passed."""
     start_ns = time.perf_counter_ns()
     # A stall is measured from the phase's start, whatever came before.
     pool.status = [s._replace(inflight=0, last_progress_ns=start_ns) for s in pool.status]
     pool.send(Go(phase))
-    stalled = False
+    stalled = timed_out = False
     while not all(phase in done for done in pool.phase_done):
         pool.poll(0.05)
         inflight = sum(s.inflight for s in pool.status)
         last_ns = max(start_ns, *(s.last_progress_ns for s in pool.status))
-        if not stalled and inflight and time.perf_counter_ns() - last_ns > stall_ns:
-            stalled = True
+        why = None
+        if not (stalled or timed_out) and inflight and time.perf_counter_ns() - last_ns > stall_ns:
+            stalled, why = True, f"no progress for {stall_ns / 1e9:g} s with {inflight} in flight"
+        elif not (stalled or timed_out) and cutoff is not None and time.monotonic() > cutoff:
+            timed_out, why = True, "the job's time limit is near"
+        if why:
             if progress.say:
-                progress.say(
-                    f"{progress.label}no progress for {stall_ns / 1e9:g} s with {inflight} "
-                    "in flight: aborting the level (hung)"
-                )
+                progress.say(f"{progress.label}{why}: aborting the level")
             pool.send(Abort())
         progress(pool.status)
-    return stalled
+    return stalled, timed_out
 
 
 def run_workers(
-    configs: list[WorkerConfig], total: int, stall_timeout_s: float, say, label: str
+    configs: list[WorkerConfig],
+    total: int,
+    stall_timeout_s: float,
+    say,
+    label: str,
+    cutoff: float | None = None,
 ) -> PoolOutcome:
-    """Run the level's phases (warmup, measured) on the workers."""
+    """Run the level's phases (warmup, measured) on the workers; abort on a stall, or once
+    `cutoff` (time.monotonic) passes."""
     pool = WorkerPool(configs)
     try:
         pool.wait_started()
         progress = _Progress(say, label, total)
-        stalled = False
+        stalled = timed_out = False
         t0_ns = time.perf_counter_ns()
         for phase in (0, 1):
-            stalled = _run_phase(pool, phase, int(stall_timeout_s * 1e9), progress)
+            stall_ns = int(stall_timeout_s * 1e9)
+            stalled, timed_out = _run_phase(pool, phase, stall_ns, progress, cutoff)
             warmups = configs[0].phase_end[0]
-            if phase == 0 and warmups > 0 and say and not stalled:
+            if phase == 0 and warmups > 0 and say and not (stalled or timed_out):
                 say(f"{label}warmup done ({warmups} requests)")
-            if stalled:
+            if stalled or timed_out:
                 break
         while None in pool.results:
             pool.poll(1.0)
-        return PoolOutcome(pool.results, stalled, t0_ns)
+        return PoolOutcome(pool.results, stalled, timed_out, t0_ns)
     finally:
         pool.close()

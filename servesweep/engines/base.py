@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 
 from servesweep.engines.prometheus import parse_prometheus
@@ -159,6 +160,21 @@ class Engine:
             errors.append(f"snapshot: {type(exc).__name__}: {exc}"[:300])
         if errors:
             out["errors"] = errors
+        return out
+
+    # (fact, regex with one number group, how several matches combine) read from the
+    # server's log after boot; engine-specific.
+    boot_log_facts: tuple[tuple[str, str, str], ...] = ()
+
+    def boot_facts(self, log_text: str) -> dict:
+        """What the boot cost and left, where the engine's log says so: `graph_capture_s`
+        (CUDA-graph capture), `kv_cache_tokens` (KV-cache capacity). {} when it says nothing
+        we know how to read."""
+        out = {}
+        for fact, pattern, combine in self.boot_log_facts:
+            found = [float(m.replace(",", "")) for m in re.findall(pattern, log_text)]
+            if found:
+                out[fact] = max(found) if combine == "max" else found[0]
         return out
 
     def headline(self, metrics: dict[str, float], server_info: dict) -> dict:

@@ -38,6 +38,17 @@ class SGLangEngine(Engine):
     server_info_paths = ("/server_info", "/get_server_info")
     # Set by servesweep from the model, the server section and the port it picks.
     reserved_flags = ("model-path", "model", "host", "port")
+    # SGLang 0.5.x log lines; the capture line was renamed in later nightlies ("Capture
+    # target decode CUDA graph end. elapsed=16.40 s"), so both spellings are read. Every
+    # TP rank logs its own: the slowest capture, the first rank's pool.
+    boot_log_facts = (
+        (
+            "graph_capture_s",
+            r"Capture [\w ]*?graph end\. (?:Time elapsed: |elapsed=)([\d.]+)",
+            "max",
+        ),
+        ("kv_cache_tokens", r"KV Cache is allocated\. #tokens: (\d+)", "first"),
+    )
 
     def command(
         self, python: str, model_path: str, host: str, port, flags: dict, gpus: int = 0

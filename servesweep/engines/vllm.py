@@ -36,6 +36,10 @@ class VLLMEngine(Engine):
     metrics_path = "/metrics"
     server_info_paths = ("/server_info?config_format=json", "/version")
     reserved_flags = ("model", "host", "port")
+    boot_log_facts = (
+        ("graph_capture_s", r"Graph capturing finished in ([\d.]+) secs", "max"),
+        ("kv_cache_tokens", r"GPU KV cache size: ([\d,]+) tokens", "first"),
+    )
 
     def command(
         self, python: str, model_path: str, host: str, port, flags: dict, gpus: int = 0
