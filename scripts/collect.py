@@ -1,14 +1,20 @@
-"""collect: every cell's records into the tidy results/summary.csv."""
+"""collect: every boot's records into results/summary.csv, and the verdicts."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
+from servesweep.config import load  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
-from servesweep.results.collect import collect  # noqa: E402
+from servesweep.results.judge import collect_and_judge  # noqa: E402
 
 sm = snakemake  # noqa: F821
 with job_logger(sm.log[0]) as log:
-    table = collect([Path(p) for p in sm.input], Path(sm.output[0]))
-    log(f"{len(table)} rows from {len(sm.input)} cells")
+    summary, verdicts = collect_and_judge(
+        [Path(p) for p in sm.input],
+        load(sm.config),
+        Path(sm.output.summary),
+        Path(sm.output.verdicts),
+    )
+    log(f"{len(summary)} rows from {len(sm.input)} boots; {len(verdicts)} comparisons")

@@ -92,12 +92,15 @@ class TeardownRecord(TypedDict):
 
 
 class LevelSummary(TypedDict, total=False):
-    """results/cells/.../levels/L{level}_r{repeat}.json (servesweep.bench.metrics)."""
+    """results/cells/.../r{repeat}/levels/L{level}_i{in_boot}.json (bench.metrics)."""
 
     level: int
-    repeat: int
+    repeat: int  # the boot
+    in_boot: int  # which measurement of the level within the boot
     status: str  # ok | failed | not_run
     cause: str | None
+    metrics_version: str  # servesweep.METRICS_VERSION it was computed under
+    recomputed_from: str  # set by collect when it recomputed an older definition's summary
     num_prompts: int
     warmup: int
     completed: int
@@ -158,7 +161,7 @@ class LevelSummary(TypedDict, total=False):
 
 
 class RequestRecord(TypedDict):
-    """One line of results/cells/.../levels/L{level}_r{repeat}.requests.jsonl."""
+    """One line of results/cells/.../r{repeat}/levels/L{level}_i{in_boot}.requests.jsonl."""
 
     index: int
     warmup: bool
@@ -182,11 +185,12 @@ class RequestRecord(TypedDict):
 
 
 class CellRecord(TypedDict):
-    """results/cells/{stack}/{model}/{variant}/cell.json (servesweep.cell)."""
+    """results/cells/{stack}/{model}/{variant}/r{repeat}/cell.json (servesweep.cell)."""
 
     stack: str
     model: str
     variant: str
+    repeat: int  # which boot of the cell
     engine: str
     spec_hash: str
     spec: dict[str, Any]
@@ -201,8 +205,11 @@ class CellRecord(TypedDict):
     port: int
     server_pid: int | None
     boot_s: float | None
+    boot_facts: dict  # graph_capture_s, kv_cache_tokens where the engine's log says them
     boot_attempts: list[BootAttempt]
     teardown: TeardownRecord | None
+    scheduler: dict | None  # the SLURM job that measured it (servesweep.scheduler)
+    deadline: float | None  # when that job was to be killed (epoch s); None: no limit
     started_at: str
     finished_at: str | None
     stack_manifest: StackManifest

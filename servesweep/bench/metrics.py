@@ -12,6 +12,7 @@ from collections import Counter
 
 import numpy as np
 
+from servesweep import METRICS_VERSION
 from servesweep.records import LevelSummary
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el", "chunk_gap")
@@ -176,6 +177,7 @@ def level_summary(
     concurrency: int | None = None,
     num_prompts: int | None = None,
     stalled: bool = False,
+    timed_out: bool = False,
     error_rate_threshold: float = DEFAULT_ERROR_RATE_THRESHOLD,
     client_cpu_s: float | None = None,
     client_cpu_share: float | None = None,
@@ -187,7 +189,8 @@ def level_summary(
     """The level summary (docs/records.md) from its request records (warmups are skipped).
 
     `num_prompts` is how many measured requests were asked for (default: as many as were
-    recorded); `stalled` marks a level the client aborted because nothing progressed;
+    recorded); `stalled` marks a level the client aborted because nothing progressed,
+    `timed_out` one it aborted because the job's time limit was near;
     `client_cpu_share` is the busiest client worker's CPU time over its wall time."""
     measured = [r for r in records if not r.get("warmup")]
     ok = [r for r in measured if r.get("ok")]
@@ -195,12 +198,15 @@ def level_summary(
     target = min(concurrency or level, len(measured)) if measured else 0
 
     summary: dict = {"level": level, "repeat": repeat, "status": "ok", "cause": None}
+    summary["metrics_version"] = METRICS_VERSION
     summary["num_prompts"] = num_prompts if num_prompts is not None else len(measured)
     summary["warmup"] = len(records) - len(measured)
     summary["completed"] = len(ok)
     summary["failed"] = len(bad)
     summary["errors"] = dict(Counter(r.get("error") or "unknown" for r in bad))
-    if stalled:
+    if timed_out:
+        summary["status"], summary["cause"] = "failed", "time_limit"
+    elif stalled:
         summary["status"], summary["cause"] = "failed", "hung"
     elif not measured or len(bad) / len(measured) > error_rate_threshold:
         summary["status"], summary["cause"] = "failed", "http_errors"

@@ -1,20 +1,32 @@
-"""Gather every cell's cell.json into the tidy results/summary.csv (see docs/records.md)."""
+"""Gather every boot's cell.json into the tidy results/summary.csv (see docs/records.md).
+
+One row per cell × boot (repeat) × level × measurement within the boot. A level summary of
+an older metric definition is recomputed from its stored requests first
+(`servesweep.results.recompute`), and every row carries its validity gates
+(`servesweep.results.validity`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
+
+from servesweep.layout import level_name
+from servesweep.results.recompute import needs_recompute, recompute
+from servesweep.results.validity import invalid_reasons
 
 # Cell-level columns, first in every row.
 CELL_COLUMNS = [
     "stack",
     "model",
     "variant",
+    "repeat",
     "engine",
     "spec_hash",
     "client_version",
+    "attempt",
     "cell_status",
     "failure_stage",
     "failure_cause",
@@ -30,9 +42,13 @@ _LATENCY = [
 ]
 LEVEL_FIELDS = [
     "level",
-    "repeat",
+    "in_boot",
     "status",
     "cause",
+    "valid",
+    "invalid_reasons",
+    "metrics_version",
+    "recomputed_from",
     "num_prompts",
     "warmup",
     "completed",
@@ -88,11 +104,14 @@ STACK_FIELDS = [
 
 # Columns that must stay strings when summary.csv is read back (a spec hash of all
 # digits or a client version "1" would otherwise turn into numbers).
-TEXT_COLUMNS = [c for c in CELL_COLUMNS if c != "boot_s"] + [
+TEXT_COLUMNS = [c for c in CELL_COLUMNS if c not in ("boot_s", "repeat", "attempt")] + [
     "status",
     "cause",
     "errors",
     "started_at",
+    "invalid_reasons",
+    "metrics_version",
+    "recomputed_from",
 ]
 
 CELL_STATUSES = ("ok", "failed")
@@ -150,47 +169,80 @@ def _flat(value):
     return value
 
 
-def _level_rows(cell: dict, levels: list[int] | None, repeats: list[int]) -> list[dict]:
+def _level_rows(cell: dict, plan: list[tuple[int, int]] | None) -> list[dict]:
+    """The boot's level summaries; every planned (level, in_boot) gets a row, even one the
+    writer left out (as not_run)."""
     rows = [dict(lev) for lev in cell.get("levels") or []]
     for r in rows:
-        r.setdefault("repeat", 0)
-    if levels is not None:
-        # Every configured (level, repeat) gets a row, even if the writer left it out.
-        have = {(r["level"], r["repeat"]) for r in rows}
-        for level in levels:
-            for rep in repeats:
-                if (level, rep) not in have:
-                    rows.append({"level": level, "repeat": rep, "status": "not_run"})
-        order = {lv: i for i, lv in enumerate(levels)}
-        rows.sort(key=lambda r: (order.get(r["level"], len(order)), r["repeat"]))
+        r.setdefault("in_boot", 0)
+    if plan is not None:
+        have = {(r["level"], r["in_boot"]) for r in rows}
+        rows += [
+            {"level": lv, "in_boot": i, "status": "not_run"}
+            for lv, i in plan
+            if (lv, i) not in have
+        ]
+        order = {key: n for n, key in enumerate(plan)}
+        rows.sort(key=lambda r: order.get((r["level"], r["in_boot"]), len(order)))
     if not rows:
-        # Keep a cell that never reached a level visible in the table.
+        # Keep a boot that never reached a level visible in the table.
         rows = [{"status": "not_run"}]
     return rows
 
 
-def collect(cell_paths: list[Path], out_csv: Path, levels: list[int] | None = None) -> pd.DataFrame:
-    """Write summary.csv: one row per cell x level x repeat; return it as a DataFrame.
+class Analysis(NamedTuple):
+    """What collect needs of the sweep: its levels, boots' plan and how to judge levels."""
 
-    `levels` (the configured levels) adds not_run rows for any level a cell.json lacks;
-    levels a cell has beyond the list are kept.
+    levels: list[int] | None = None
+    repeats_in_boot: int = 1
+    error_rate_threshold: float = 0.5
+    gates: dict | None = None  # the config's `analysis` section
+
+    @property
+    def plan(self) -> list[tuple[int, int]] | None:
+        if self.levels is None:
+            return None
+        return [(lv, i) for lv in self.levels for i in range(self.repeats_in_boot)]
+
+
+DEFAULT_GATES = {"max_failed_fraction": 0.01, "min_steady_fraction": 0.2}
+
+
+def _checked(cell: dict, lev: dict, levels_dir: Path, analysis: Analysis) -> dict:
+    """A level summary recomputed where its definition is older, with its gates."""
+    if needs_recompute(lev) and "level" in lev:
+        name = level_name(lev["level"], lev.get("in_boot", 0))
+        fresh = recompute(lev, levels_dir / f"{name}.requests.jsonl", analysis.error_rate_threshold)
+        if fresh is not None:
+            lev = fresh
+    reasons = invalid_reasons(lev, cell.get("client_version"), analysis.gates or DEFAULT_GATES)
+    return {**lev, "valid": not reasons, "invalid_reasons": "; ".join(reasons) or None}
+
+
+def collect(
+    cell_paths: list[Path], out_csv: Path, analysis: Analysis | None = None
+) -> pd.DataFrame:
+    """Write summary.csv: one row per cell × boot × level × in-boot measurement; return it.
+
+    `analysis.levels` (the configured levels) adds not_run rows for any level a boot lacks;
+    levels a boot has beyond the list are kept.
     """
-    cells = [load_cell(p) for p in cell_paths]
-    # Repeat indices seen anywhere stand in for the configured repeats when filling gaps.
-    repeats = sorted({lev.get("repeat", 0) for c in cells for lev in c.get("levels") or []}) or [0]
-
+    analysis = analysis or Analysis()
     level_extra: list[str] = []
     stack_extra: list[str] = []
     rows = []
-    for cell in cells:
+    for path in cell_paths:
+        cell = load_cell(path)
         failure = cell.get("failure") or {}
         base = {
             "stack": cell["stack"],
             "model": cell["model"],
             "variant": cell["variant"],
+            "repeat": cell.get("repeat", 0),
             "engine": cell.get("engine"),
             "spec_hash": cell.get("spec_hash"),
             "client_version": cell.get("client_version"),
+            "attempt": cell.get("attempt", 0),
             "cell_status": cell["status"],
             "failure_stage": failure.get("stage"),
             "failure_cause": failure.get("cause"),
@@ -199,7 +251,9 @@ def collect(cell_paths: list[Path], out_csv: Path, levels: list[int] | None = No
         manifest = cell.get("stack_manifest") or {}
         stack_cols = {f"stack_{k}": _flat(v) for k, v in manifest.items()}
         stack_extra += [k for k in manifest if k not in STACK_FIELDS and k not in stack_extra]
-        for lev in _level_rows(cell, levels, repeats):
+        for lev in _level_rows(cell, analysis.plan):
+            lev = _checked(cell, lev, Path(path).parent / "levels", analysis)
+            lev.pop("repeat", None)  # the boot's own, in base
             level_extra += [k for k in lev if k not in LEVEL_FIELDS and k not in level_extra]
             rows.append(base | {k: _flat(v) for k, v in lev.items()} | stack_cols)
 
@@ -217,10 +271,11 @@ def collect(cell_paths: list[Path], out_csv: Path, levels: list[int] | None = No
 
 
 def read_summary(path: Path) -> pd.DataFrame:
-    """Read summary.csv back with text columns kept as text and client_bound as bool."""
+    """Read summary.csv back with text columns kept as text, flags as booleans."""
     header = pd.read_csv(path, nrows=0).columns
     text = [c for c in header if c in TEXT_COLUMNS or c.startswith("stack_")]
     df = pd.read_csv(path, dtype={c: str for c in text})
-    if "client_bound" in df:
-        df["client_bound"] = df["client_bound"].map(lambda v: str(v).lower() == "true")
+    for flag in ("client_bound", "valid"):
+        if flag in df:
+            df[flag] = df[flag].map(lambda v: str(v).lower() == "true")
     return df

@@ -1,54 +1,161 @@
-"""Statistics over repeats: t-based confidence intervals of a mean and of a ratio.
+"""Statistics over repeats: the numbers a verdict rests on.
 
-Pure math on lists of floats (no pandas), so it is tested against published values.
+Pure functions over plain numbers (numpy and scipy, no pandas), tested against published
+values (tests/test_stats.py):
+- `describe`: n, mean, sample std, CV and the t-based 95 % CI of the mean;
+- `welch`: Welch's unequal-variance t interval for a difference of means, from samples or
+  from summaries (mean, std, n);
+- `two_stage_bootstrap`: a CI for any statistic of requests pooled over boots, resampling
+  boots and then requests within each, so boot-to-boot variance is in the interval;
+- `repeats_needed`: how many boots per side a comparison needs to resolve a given change.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
-# Two-sided 95 % Student t quantiles by degrees of freedom; between entries the lower
-# df is used (slightly wider, i.e. conservative). Avoids a scipy dependency.
-_T95 = {
-    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-    9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
-    16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
-    23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045,
-    30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
-}  # fmt: skip
+import numpy as np
+from scipy import stats as sps
+
+CONFIDENCE = 0.95
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with df degrees of freedom (df may be fractional)."""
+    return float(sps.t.ppf(p, df))
 
 
 def t95(df: float) -> float:
-    """0.975 quantile of Student's t with `df` degrees of freedom (table lookup)."""
-    for k in sorted(_T95, reverse=True):
-        if df >= k:
-            return _T95[k]
-    return math.nan
+    """The two-sided 95 % critical value: t(0.975, df)."""
+    return t_quantile(0.5 + CONFIDENCE / 2, df)
 
 
-def mean_ci(values) -> tuple[float, float | None]:
-    """Mean and half-width of its t-based 95 % CI (None with fewer than 2 values)."""
-    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    if not vals:
-        return math.nan, None
-    m = sum(vals) / len(vals)
-    if len(vals) < 2:
-        return m, None
-    sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
-    return m, t95(len(vals) - 1) * sd / math.sqrt(len(vals))
+def _clean(values: Sequence[float]) -> np.ndarray:
+    a = np.asarray([v for v in values if v is not None], dtype=float)
+    return a[~np.isnan(a)]
 
 
-def delta_ci(v: list[float], b: list[float]) -> tuple[float, float] | None:
-    """95 % CI of (mean v / mean b - 1) x 100 from Welch's interval on the difference."""
-    if len(v) < 2 or len(b) < 2:
+class Described(NamedTuple):
+    n: int
+    mean: float
+    std: float  # sample std (n - 1); nan for n < 2
+    cv: float  # std / mean; nan for n < 2 or a zero mean
+    ci_low: float  # t-based 95 % CI of the mean; nan for n < 2
+    ci_high: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2
+
+
+def describe(values: Sequence[float]) -> Described:
+    a = _clean(values)
+    n = len(a)
+    if n == 0:
+        return Described(0, math.nan, math.nan, math.nan, math.nan, math.nan)
+    mean = float(a.mean())
+    if n < 2:
+        return Described(1, mean, math.nan, math.nan, math.nan, math.nan)
+    std = float(a.std(ddof=1))
+    half = t95(n - 1) * std / math.sqrt(n)
+    cv = std / abs(mean) if mean else math.nan
+    return Described(n, mean, std, cv, mean - half, mean + half)
+
+
+class Welch(NamedTuple):
+    """Welch's interval for mean(a) - mean(b)."""
+
+    diff: float
+    se: float
+    df: float  # Welch-Satterthwaite
+    t: float
+    p: float  # two-sided
+    ci_low: float
+    ci_high: float
+
+
+def welch_from_stats(
+    mean_a: float, std_a: float, n_a: int, mean_b: float, std_b: float, n_b: int
+) -> Welch:
+    qa, qb = std_a**2 / n_a, std_b**2 / n_b
+    se = math.sqrt(qa + qb)
+    diff = mean_a - mean_b
+    if se == 0:  # no spread on either side: the difference is exact
+        t = math.copysign(math.inf, diff) if diff else 0.0
+        return Welch(diff, 0.0, math.inf, t, 0.0 if diff else 1.0, diff, diff)
+    df = (qa + qb) ** 2 / (qa**2 / (n_a - 1) + qb**2 / (n_b - 1))
+    t = diff / se
+    p = float(2 * sps.t.sf(abs(t), df))
+    half = t95(df) * se
+    return Welch(diff, se, df, t, p, diff - half, diff + half)
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> Welch | None:
+    """Welch's interval from two samples; None when either has fewer than 2 values."""
+    a, b = _clean(a), _clean(b)
+    if len(a) < 2 or len(b) < 2:
         return None
-    mv, mb = sum(v) / len(v), sum(b) / len(b)
-    qv = sum((x - mv) ** 2 for x in v) / (len(v) - 1) / len(v)
-    qb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
-    se = math.sqrt(qv + qb)
-    if se == 0:
-        hw = 0.0
-    else:
-        dof = se**4 / (qv**2 / (len(v) - 1) + qb**2 / (len(b) - 1))
-        hw = t95(dof) * se
-    return ((mv - mb - hw) / mb * 100, (mv - mb + hw) / mb * 100)
+    stats_a = (float(a.mean()), float(a.std(ddof=1)), len(a))
+    stats_b = (float(b.mean()), float(b.std(ddof=1)), len(b))
+    return welch_from_stats(*stats_a, *stats_b)
+
+
+def _resample(groups: list[np.ndarray], draws: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """`draws` two-stage resamples of the pooled requests: boots with replacement, then each
+    chosen boot's requests with replacement. Returns one array per draw."""
+    out = []
+    for _ in range(draws):
+        picks = rng.integers(0, len(groups), size=len(groups))
+        parts = [groups[i][rng.integers(0, len(groups[i]), size=len(groups[i]))] for i in picks]
+        out.append(np.concatenate(parts))
+    return out
+
+
+def two_stage_bootstrap(
+    groups_a: list[Sequence[float]],
+    groups_b: list[Sequence[float]] | None,
+    statistic: Callable[[np.ndarray], float],
+    draws: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(estimate, low, high): the percentile-bootstrap 95 % CI of statistic(pooled a), or of
+    statistic(a) / statistic(b) when `groups_b` is given. Each group is one boot's values."""
+    rng = np.random.default_rng(seed)
+    ga = [_clean(g) for g in groups_a if len(_clean(g))]
+    gb = [_clean(g) for g in groups_b if len(_clean(g))] if groups_b is not None else None
+    if not ga or (gb is not None and not gb):
+        return math.nan, math.nan, math.nan
+
+    def value(a, b):
+        if b is None:
+            return statistic(a)
+        denominator = statistic(b)
+        return statistic(a) / denominator if denominator else math.nan
+
+    estimate = value(np.concatenate(ga), None if gb is None else np.concatenate(gb))
+    sa = _resample(ga, draws, rng)
+    sb = _resample(gb, draws, rng) if gb is not None else [None] * draws
+    samples = np.asarray([value(a, b) for a, b in zip(sa, sb, strict=True)])
+    if math.isnan(estimate) or np.isnan(samples).any():
+        return float(estimate), math.nan, math.nan  # a zero reference: no ratio to speak of
+    low, high = np.percentile(samples, [100 * (1 - CONFIDENCE) / 2, 100 * (1 + CONFIDENCE) / 2])
+    return float(estimate), float(low), float(high)
+
+
+def repeats_needed(
+    cv_a: float, cv_b: float, ratio: float, resolve_pct: float, limit: int = 1000
+) -> int | None:
+    """Boots per side for the 95 % interval of (mean a / mean b - 1) to be no wider than
+    ±resolve_pct, with the CVs measured so far and mean a = ratio × mean b: the smallest n
+    with t(0.975, 2n - 2) × sqrt((ratio × cv_a)² + cv_b²) / sqrt(n) ≤ resolve_pct / 100.
+    None when the CVs are unknown, or when more than `limit` would be needed."""
+    if any(math.isnan(x) for x in (cv_a, cv_b, ratio)):
+        return None
+    spread = math.sqrt((ratio * cv_a) ** 2 + cv_b**2)
+    target = resolve_pct / 100
+    for n in range(2, limit + 1):
+        if t95(2 * n - 2) * spread / math.sqrt(n) <= target:
+            return n
+    return None

@@ -1,0 +1,65 @@
+"""Validity gates: reasons a measured level must stay out of verdicts.
+
+Each gate is a flag with its reason, written into summary.csv (`valid`, `invalid_reasons`)
+and shown in the report; a level with any reason is never mixed silently into a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+
+from servesweep import CLIENT_VERSION, METRICS_VERSION
+
+GATES = {
+    "not_ok": "the level did not complete (failed or not run)",
+    "zero_output": "it 'succeeded' with zero output tokens",
+    "failed_requests": "failed requests above analysis.max_failed_fraction",
+    "client_bound": "the client, not the server, may have limited it",
+    "retokenized_mismatch": "the server's usage counts disagree with what streamed in",
+    "short_steady_window": "its steady window is a smaller share of the level than "
+    "analysis.min_steady_fraction (ramp and drain dominate it)",
+    "stale_client": "measured by an older benchmark client (CLIENT_VERSION)",
+    "stale_metrics": "its summary is of an older metric definition and its requests are gone",
+}
+
+
+def _number(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def invalid_reasons(level: dict, client_version, analysis: dict) -> list[str]:
+    """The gates a level summary fails, as `gate: detail` strings (empty: valid)."""
+    reasons: list[str] = []
+    if level.get("status") != "ok":
+        cause = level.get("cause")
+        reasons.append(f"not_ok: {level.get('status')}{f' ({cause})' if cause else ''}")
+        return reasons
+    if str(client_version) != str(CLIENT_VERSION):
+        reasons.append(f"stale_client: v{client_version}, now v{CLIENT_VERSION}")
+    if str(level.get("metrics_version", "0")) != str(METRICS_VERSION):
+        reasons.append(f"stale_metrics: v{level.get('metrics_version', '0')}")
+    if not _number(level.get("total_output_tokens")):
+        reasons.append("zero_output: 0 output tokens")
+    completed = _number(level.get("completed")) or 0
+    failed = _number(level.get("failed")) or 0
+    if completed + failed and failed / (completed + failed) > analysis["max_failed_fraction"]:
+        share = 100 * failed / (completed + failed)
+        limit = 100 * analysis["max_failed_fraction"]
+        reasons.append(f"failed_requests: {share:.1f} % > {limit:g} %")
+    if str(level.get("client_bound")).lower() == "true":
+        held = _number(level.get("achieved_concurrency"))
+        reasons.append(f"client_bound: achieved concurrency {held if held is not None else 'n/a'}")
+    mismatch = _number(level.get("retokenized_mismatch")) or 0
+    if mismatch:
+        reasons.append(f"retokenized_mismatch: {int(mismatch)} requests")
+    window, duration = _number(level.get("steady_window_s")), _number(level.get("duration_s"))
+    needed = analysis["min_steady_fraction"]
+    share = window / duration if window is not None and duration else None
+    if needed > 0 and (share is None or share < needed):  # 0: no window required
+        shown = "none" if share is None else f"{window:.2f} s of {duration:.2f} s"
+        reasons.append(f"short_steady_window: {shown} < {needed:.0%} of the level")
+    return reasons
