@@ -2,11 +2,24 @@ rule collect:
     input:
         all_cells(),
     output:
-        "results/summary.csv",
+        summary=report(
+            "results/summary.csv",
+            category="servesweep",
+            caption="../docs/report-caption-summary.rst",
+        ),
+        verdicts=report(
+            "results/verdicts.csv",
+            category="servesweep",
+            caption="../docs/report-caption-verdicts.rst",
+        ),
     log:
         "results/logs/collect.log",
+    localrule: True
     conda:
         "../envs/workflow.yaml"
+    params:
+        # Judging changes (a threshold, the baseline) rebuild the tables, never a cell.
+        analysis=lambda wildcards: SWEEP.analysis,
     script:
         "../scripts/collect.py"
 
@@ -14,11 +27,17 @@ rule collect:
 rule report:
     input:
         summary="results/summary.csv",
+        verdicts="results/verdicts.csv",
         cells=all_cells(),
     output:
-        "results/report.html",
+        report(
+            "results/report.html",
+            category="servesweep",
+            caption="../docs/report-caption.rst",
+        ),
     log:
         "results/logs/report.log",
+    localrule: True
     conda:
         "../envs/workflow.yaml"
     script:

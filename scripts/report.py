@@ -6,15 +6,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from servesweep import CLIENT_VERSION  # noqa: E402
+from servesweep.config import load  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
-from servesweep.results.report import build_report  # noqa: E402
+from servesweep.results.report import ReportSettings, build_report  # noqa: E402
 
 sm = snakemake  # noqa: F821
 with job_logger(sm.log[0]) as log:
+    sweep = load(sm.config)
     build_report(
         Path(sm.input.summary),
+        Path(sm.input.verdicts),
         [Path(p) for p in sm.input.cells],
         Path(sm.output[0]),
+        ReportSettings(list(sweep.stacks), list(sweep.variants), sweep.analysis),
         current_client_version=CLIENT_VERSION,
     )
     log(f"wrote {sm.output[0]}")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 
-from servesweep.results.tables import KEY
+from servesweep.results.verdicts import level_stats
 
 
 def _png(fig: Figure) -> str:
@@ -17,32 +19,58 @@ def _png(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def line_plot(table: pd.DataFrame, ylabel: str, title: str, logy=False) -> str | None:
-    """One line per stack/model/variant over the ok levels; CI band when there is one."""
-    ok = table[table["status"] == "ok"]
-    if ok.empty:
-        return None
-    several = ok[["stack", "model"]].drop_duplicates().shape[0] > 1
-    fig = Figure(figsize=(7.5, 4.2))
-    ax = fig.add_subplot()
-    for (stack, model, variant), g in ok.groupby(KEY, sort=False):
-        g = g.sort_values("level")
-        label = f"{stack} / {model} / {variant}" if several else variant
-        (line,) = ax.plot(g["level"], g["mean"], marker="o", label=label)
-        if g["ci"].notna().any():
-            ci = g["ci"].fillna(0)
-            ax.fill_between(
-                g["level"], g["mean"] - ci, g["mean"] + ci, color=line.get_color(), alpha=0.2
-            )
-    levels = sorted(ok["level"].unique())
+def _levels_axis(ax, levels: list[int]) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(levels, [str(lv) for lv in levels])
     ax.minorticks_off()
+    ax.set_xlabel("concurrency (target in-flight requests)")
+    ax.grid(True, alpha=0.3)
+
+
+def metric_plot(
+    summary: pd.DataFrame,
+    column: str,
+    ylabel: str,
+    title: str,
+    variants: list[str],
+    logy: bool = False,
+) -> str | None:
+    """One line per stack / model / variant: the mean over valid boots at each level, its
+    95 % interval as a band, and every boot's own value as a point."""
+    df = summary[summary["level"].notna() & summary["valid"]].copy()
+    if df.empty or column not in df:
+        return None
+    df["level"] = df["level"].astype(int)
+    several = df[["stack", "model"]].drop_duplicates().shape[0] > 1
+    order = {v: i for i, v in enumerate(variants)}
+    fig = Figure(figsize=(7.5, 4.2))
+    ax = fig.add_subplot()
+    groups = df.groupby(["stack", "model", "variant"], sort=False)
+    for (stack, model, variant), g in sorted(groups, key=lambda kv: order.get(kv[0][2], 99)):
+        levels, means, lows, highs, points = [], [], [], [], []
+        for level, rows in g.groupby("level"):
+            s = level_stats(rows, column)
+            if not s.n:
+                continue
+            levels.append(level)
+            means.append(s.mean)
+            lows.append(s.mean if math.isnan(s.ci_low) else s.ci_low)
+            highs.append(s.mean if math.isnan(s.ci_high) else s.ci_high)
+            points += [(level, v) for v in s.values]
+        if not levels:
+            continue
+        label = f"{stack} / {model} / {variant}" if several else variant
+        (line,) = ax.plot(levels, means, marker="o", label=label)
+        ax.fill_between(levels, lows, highs, color=line.get_color(), alpha=0.2)
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        ax.scatter(xs, ys, color=line.get_color(), s=14, marker="x", alpha=0.8)
+    _levels_axis(ax, sorted(df["level"].unique()))
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel("concurrency (target in-flight requests)")
+        # Plain numbers on a log axis (not 6 × 10^0).
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return _png(fig)

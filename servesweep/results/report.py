@@ -1,73 +1,77 @@
-"""Render results/report.html: one self-contained page (inline CSS, base64 PNG plots)."""
+"""Render results/report.html: one self-contained page (inline CSS, base64 PNG plots).
+
+It opens with what a reviewer decides on: the verdict of every variant against its baseline
+(and of every stack against the reference stack), with intervals from repeats across boots,
+in a table and in words; then the evidence: plots with each boot's point, latency, boot
+cost, stacks side by side, what was kept out of verdicts and why, failures, and per cell
+the exact command with links to its records.
+"""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+from typing import NamedTuple
 
 import jinja2
 import pandas as pd
 
-from servesweep import CLIENT_VERSION
+from servesweep import CLIENT_VERSION, METRICS_VERSION
 from servesweep.bench.metrics import CLIENT_BOUND_RATIO, CLIENT_CPU_SATURATED
 from servesweep.jsonfile import utc_now
+from servesweep.results import verdict_views, views
 from servesweep.results.collect import load_cell, read_summary
-from servesweep.results.plots import line_plot
-from servesweep.results.tables import KEY, level_means, ordered, throughput_table
-from servesweep.results.views import (
-    LATENCY_COLS,
-    cell_view,
-    failures,
-    fmt,
-    gpu_rows,
-    group_views,
-    log_text,
-    manifests,
-)
+from servesweep.results.plots import metric_plot
+from servesweep.results.tables import ordered
+from servesweep.results.validity import GATES
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 
 
+class ReportSettings(NamedTuple):
+    """What the report needs of the sweep: its order and how it judges."""
+
+    stacks: list[str]
+    variants: list[str]
+    analysis: dict
+    title: str = "servesweep report"
+
+
+def _order(names: list[str], found) -> list[str]:
+    """The configured order, then anything else the records hold."""
+    return [*names, *[x for x in ordered(found) if x not in names]]
+
+
 def build_report(
     summary_csv: Path,
+    verdicts_csv: Path,
     cell_paths: list[Path],
     out_html: Path,
-    baseline: str = "baseline",
-    title: str = "servesweep report",
+    settings: ReportSettings,
     current_client_version: str | None = None,
 ) -> None:
-    """Write one self-contained HTML report from summary.csv plus the cells' cell.json."""
+    """Write one self-contained HTML report from summary.csv, verdicts.csv and the boots'
+    cell.json."""
     current = current_client_version if current_client_version is not None else CLIENT_VERSION
     df = read_summary(summary_csv)
     df["level"] = pd.to_numeric(df["level"], errors="coerce")
+    verdicts = pd.read_csv(verdicts_csv) if Path(verdicts_csv).stat().st_size else pd.DataFrame()
+    if verdicts.empty:
+        verdicts = pd.DataFrame(columns=["metric", "kind", "repeats_needed"])
     cells = [load_cell(p) for p in cell_paths]
+    stacks = _order(settings.stacks, df["stack"])
+    variants = _order(settings.variants, df["variant"])
+    baseline = settings.analysis["baseline"]
+    variants = [baseline, *[v for v in variants if v != baseline]]
 
-    tput = throughput_table(df, baseline, "output_throughput")
-    steady = throughput_table(df, baseline, "steady_output_throughput")
-    extra = ["achieved_concurrency", "client_cpu_s", "num_prompts"]
-    means = level_means(df, [m for _, m in LATENCY_COLS] + extra)
-
-    plots = [line_plot(tput, "output tokens / s", "Output throughput vs concurrency")]
-    if len(means):
-        ttft = means.rename(columns={"p99_ttft_ms": "mean"}).assign(ci=math.nan)
-        plots.append(line_plot(ttft, "TTFT p99 (ms)", "TTFT p99 vs concurrency", logy=True))
-
-    # Cell-level facts come from summary.csv, so every collected cell is counted.
-    cell_rows = df.drop_duplicates(KEY).to_dict("records")
-    boots = [
-        {
-            "where": f"{r['stack']} / {r['model']} / {r['variant']}",
-            "engine": r["engine"] if pd.notna(r["engine"]) else "—",
-            "status": r["cell_status"],
-            "boot_s": fmt(r["boot_s"]),
-        }
-        for r in cell_rows
+    plots = [
+        metric_plot(df, "output_throughput", "output tokens / s", "Output throughput", variants),
+        metric_plot(df, "p99_ttft_ms", "TTFT p99 (ms)", "TTFT p99", variants, logy=True),
+        metric_plot(df, "median_tpot_ms", "TPOT p50 (ms)", "TPOT p50", variants, logy=True),
     ]
     synthetic = ordered(
         c["model"] for c in cells if (c.get("model_manifest") or {}).get("synthetic")
     )
-    cell_views = [cell_view(c, current) for c in cells]
-
+    boots = {(c["stack"], c["model"], c["variant"], c.get("repeat", 0)): c for c in cells}
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
         autoescape=True,  # every string from the records is escaped, log tails included
@@ -76,24 +80,40 @@ def build_report(
         lstrip_blocks=True,
     )
     html = env.get_template("report.html").render(
-        title=title,
+        title=settings.title,
         generated=utc_now(),
         baseline=baseline,
         synthetic=synthetic,
-        n_cells=len(cell_rows),
-        n_ok=sum(r["cell_status"] == "ok" for r in cell_rows),
-        n_failed=sum(r["cell_status"] == "failed" for r in cell_rows),
-        n_stale=sum(v["stale"] for v in cell_views),
+        counts={
+            "cells": len({k[:3] for k in boots}),
+            "boots": len(boots),
+            "ok": sum(c["status"] == "ok" for c in cells),
+            "failed": sum(c["status"] == "failed" for c in cells),
+            "stale": sum(str(c.get("client_version")) != str(current) for c in cells),
+            "excluded": int((df["level"].notna() & ~df["valid"] & (df["status"] == "ok")).sum()),
+            "recomputed": int(df["recomputed_from"].notna().sum()),
+        },
+        analysis=settings.analysis,
         current_client_version=current,
-        groups=group_views(df, tput, steady, means, baseline, current),
-        latency_cols=[name for name, _ in LATENCY_COLS],
+        metrics_version=METRICS_VERSION,
+        verdict_tables=verdict_views.verdict_tables(
+            df, verdicts, stacks, variants, settings.analysis["noise_cv"]
+        ),
+        verdict_lines=verdict_views.verdict_lines(verdicts),
+        stack_lines=verdict_views.verdict_lines(verdicts, kind="stack"),
+        stack_tables=verdict_views.stack_tables(verdicts),
+        hints=verdict_views.resolve_hints(verdicts, settings.analysis["resolve_pct"]),
         plots=[p for p in plots if p],
-        boots=boots,
-        gpu_rows=gpu_rows(cells),
-        failures=failures(df, cells),
-        log_text=log_text,
-        manifests=manifests(cells),
-        cells=cell_views,
+        groups=views.group_tables(df, variants),
+        latency_cols=[name for name, _ in views.LATENCY_COLS],
+        boot_costs=views.boot_costs(cells, variants),
+        validity=views.validity_rows(df),
+        gates=GATES,
+        gpu_rows=views.gpu_rows(cells),
+        failures=views.failures(df, cells),
+        log_text=views.log_text,
+        manifests=views.manifests(cells),
+        cells=views.cell_views(cells, current),
         limits={
             "client_bound_pct": f"{CLIENT_BOUND_RATIO * 100:g}",
             "client_cpu_saturated_pct": f"{CLIENT_CPU_SATURATED * 100:g}",

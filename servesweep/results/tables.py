@@ -1,12 +1,10 @@
-"""Tables over summary.csv: per (stack, model, variant, level) across repeats."""
+"""Tables over summary.csv: per (stack, model, variant, level) across its boots."""
 
 from __future__ import annotations
 
 import math
 
 import pandas as pd
-
-from servesweep.results.stats import delta_ci, mean_ci
 
 KEY = ["stack", "model", "variant"]
 
@@ -27,13 +25,8 @@ def level_groups(df: pd.DataFrame):
     return d.groupby(KEY + ["level"], sort=False)
 
 
-def _ok_values(rows: pd.DataFrame, metric: str) -> list[float]:
-    ok = rows[rows["status"] == "ok"]
-    return [float(v) for v in ok[metric] if pd.notna(v)]
-
-
 def status_of(rows: pd.DataFrame) -> tuple[str, str | None]:
-    """(ok|failed|not_run, cause) of one variant x level across its repeats."""
+    """(ok|failed|not_run, cause) of one variant x level across its boots."""
     if (rows["status"] == "ok").any():
         return "ok", None
     failed = rows[rows["status"] == "failed"]
@@ -43,67 +36,10 @@ def status_of(rows: pd.DataFrame) -> tuple[str, str | None]:
     return "not_run", None
 
 
-def throughput_table(df: pd.DataFrame, baseline="baseline", metric="output_throughput"):
-    """Variant x level throughput with Δ % vs the baseline variant of the same stack+model.
-
-    One row per (stack, model, variant, level): n (ok repeats), repeats, mean, ci (95 %
-    half-width or NaN), baseline_mean, delta_pct, delta_lo/delta_hi (CI of Δ %, needs
-    >= 2 repeats on both sides), verdict (faster / slower / no significant change / None),
-    status (ok / failed / not_run), cause.
-    """
-    df = df.copy()
-    df["level"] = pd.to_numeric(df["level"], errors="coerce")
-    groups = {k: g for k, g in level_groups(df)}
-    rows = []
-    for (stack, model, variant, level), g in groups.items():
-        vals = _ok_values(g, metric)
-        m, ci = mean_ci(vals)
-        status, cause = status_of(g)
-        if status == "ok" and not vals:
-            status = "not_run"  # ok level without this metric (e.g. an empty steady window)
-        row = {
-            "stack": stack,
-            "model": model,
-            "variant": variant,
-            "level": int(level),
-            "n": len(vals),
-            "repeats": len(g),
-            "mean": m,
-            "ci": math.nan if ci is None else ci,
-            "baseline_mean": math.nan,
-            "delta_pct": math.nan,
-            "delta_lo": math.nan,
-            "delta_hi": math.nan,
-            "verdict": None,
-            "status": status,
-            "cause": cause,
-        }
-        base = groups.get((stack, model, baseline, level))
-        bvals = _ok_values(base, metric) if base is not None else []
-        if bvals and vals:
-            bm = sum(bvals) / len(bvals)
-            row["baseline_mean"] = bm
-            if variant != baseline and bm > 0:
-                row["delta_pct"] = (m / bm - 1) * 100
-                dci = delta_ci(vals, bvals)
-                if dci:
-                    row["delta_lo"], row["delta_hi"] = dci
-                    row["verdict"] = (
-                        "faster"
-                        if dci[0] > 0
-                        else "slower"
-                        if dci[1] < 0
-                        else "no significant change"
-                    )
-        rows.append(row)
-    cols = ["stack", "model", "variant", "level", "n", "repeats", "mean", "ci", "baseline_mean"]
-    cols += ["delta_pct", "delta_lo", "delta_hi", "verdict", "status", "cause"]
-    return pd.DataFrame(rows, columns=cols)
-
-
 def level_means(df: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     """Per (stack, model, variant, level): status, cause and the mean of each metric over
-    the ok repeats (percentiles averaged across repeats: simple, good enough to read)."""
+    its ok measurements, all boots together (percentiles averaged: simple, good enough to
+    read; the verdicts resample the requests instead)."""
     rows = []
     for (stack, model, variant, level), g in level_groups(df):
         status, cause = status_of(g)

@@ -1,5 +1,5 @@
-"""What the report's template shows: plain dicts and strings built from the tables and the
-cell records (no HTML here; the template escapes everything)."""
+"""What the report's template shows below the verdicts: plain dicts and strings built from
+summary.csv and the boots' cell records (no HTML here; the template escapes everything)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,26 @@ import math
 
 import pandas as pd
 
+from servesweep.layout import CELL_DIR
 from servesweep.results.collect import STACK_FIELDS
-from servesweep.results.tables import KEY, ordered, variant_order
+from servesweep.results.stats import describe
+from servesweep.results.tables import KEY, level_means, ordered
 
 # The manifest fields shown side by side: all collected ones but the stack's name, its
 # interpreter path and the (long) topology matrix.
 STACK_ROWS = [f for f in STACK_FIELDS if f not in ("stack", "python", "topology")]
+
+LATENCY_COLS = [
+    ("TTFT p50", "median_ttft_ms"),
+    ("TTFT p90", "p90_ttft_ms"),
+    ("TTFT p99", "p99_ttft_ms"),
+    ("TPOT p50", "median_tpot_ms"),
+    ("TPOT p90", "p90_tpot_ms"),
+    ("TPOT p99", "p99_tpot_ms"),
+    ("ITL p50", "median_itl_ms"),
+    ("ITL p90", "p90_itl_ms"),
+    ("ITL p99", "p99_itl_ms"),
+]
 
 
 def fmt(v, nd=1) -> str:
@@ -35,65 +49,106 @@ def fmt_bytes(n) -> str:
     return ""
 
 
-def _shade(delta: float, verdict: str | None) -> str:
-    # Green for faster, red for slower, stronger for bigger changes; none when the CI
-    # says the change is not significant.
-    if math.isnan(delta) or verdict == "no significant change":
-        return ""
-    alpha = 0.12 + min(abs(delta), 100) / 100 * 0.4
-    rgb = "46,160,67" if delta > 0 else "214,39,40"
-    return f"background: rgba({rgb},{alpha:.2f})"
+def where(c) -> str:
+    return f"{c['stack']} / {c['model']} / {c['variant']}"
 
 
-def _throughput_cell(r) -> dict:
-    if r["status"] == "failed":
-        return {"text": f"failed ({r['cause']})", "cls": "fail", "style": "", "sub": ""}
-    if r["status"] != "ok":
-        return {"text": "—", "cls": "na", "style": "", "sub": ""}
-    text = fmt(r["mean"])
-    if not math.isnan(r["ci"]):
-        text += f" ± {fmt(r['ci'])}"
-    if not math.isnan(r["delta_pct"]):
-        text += f" ({r['delta_pct']:+.1f} %)"
-    sub = []
-    if isinstance(r["verdict"], str):  # None comes back as NaN from a DataFrame
-        sub.append(f"{r['verdict']}; Δ CI {r['delta_lo']:+.1f} … {r['delta_hi']:+.1f} %")
-    if r["n"] < r["repeats"]:
-        sub.append(f"{r['n']} of {r['repeats']} repeats ok")
-    return {
-        "text": text,
-        "sub": "; ".join(sub),
-        "cls": "",
-        "style": _shade(r["delta_pct"], r["verdict"]),
-    }
+def _key(c) -> tuple:
+    return tuple(c[k] for k in KEY)
 
 
-def _pivot(table: pd.DataFrame, stack, model, variants, levels) -> list[dict]:
-    t = table[(table["stack"] == stack) & (table["model"] == model)]
-    by = {(r["variant"], r["level"]): r for r in t.to_dict("records")}
-    out = []
-    for v in variants:
-        cells = []
-        for lv in levels:
-            r = by.get((v, lv))
-            cells.append(
-                _throughput_cell(r) if r else {"text": "—", "cls": "na", "style": "", "sub": ""}
-            )
-        out.append({"variant": v, "cells": cells})
-    return out
+def group_tables(df: pd.DataFrame, variants: list[str]) -> list[dict]:
+    """Per stack × model: latency percentiles and client health per variant and level
+    (means over the level's ok measurements, all boots)."""
+    extra = ["achieved_concurrency", "client_cpu_s", "num_prompts"]
+    means = level_means(df, [m for _, m in LATENCY_COLS] + extra)
+    groups = []
+    if means.empty:
+        return groups
+    for stack, model in means[["stack", "model"]].drop_duplicates().itertuples(index=False):
+        m = means[(means["stack"] == stack) & (means["model"] == model)]
+        lat, health = [], []
+        for v in [x for x in variants if x in set(m["variant"])]:
+            for r in m[m["variant"] == v].sort_values("level").to_dict("records"):
+                ok = r["status"] == "ok"
+                state = "" if ok else (f"failed ({r['cause']})" if r["status"] == "failed" else "—")
+                values = [fmt(r[k]) if ok else "" for k in (c for _, c in LATENCY_COLS)]
+                lat.append({"variant": v, "level": r["level"], "state": state, "values": values})
+                target = r["level"]
+                if pd.notna(r["num_prompts"]):
+                    target = min(target, r["num_prompts"])
+                ratio = r["achieved_concurrency"] / target * 100 if ok and target else math.nan
+                health.append(
+                    {
+                        "variant": v,
+                        "level": r["level"],
+                        "state": state,
+                        "target": fmt(target),
+                        "achieved": fmt(r["achieved_concurrency"]),
+                        "ratio": fmt(ratio, 0),
+                        "client_bound": r["client_bound"],
+                        "cpu": fmt(r["client_cpu_s"]),
+                        "lag": fmt(r["max_lag"]),
+                        "failed": r["failed_sum"],
+                        "mismatch": r["retokenized_mismatch_sum"],
+                    }
+                )
+        groups.append({"stack": stack, "model": model, "latency": lat, "health": health})
+    return groups
 
 
-LATENCY_COLS = [
-    ("TTFT p50", "median_ttft_ms"),
-    ("TTFT p90", "p90_ttft_ms"),
-    ("TTFT p99", "p99_ttft_ms"),
-    ("TPOT p50", "median_tpot_ms"),
-    ("TPOT p90", "p90_tpot_ms"),
-    ("TPOT p99", "p99_tpot_ms"),
-    ("ITL p50", "median_itl_ms"),
-    ("ITL p99", "p99_itl_ms"),
-    ("E2E p50", "median_e2el_ms"),
-]
+def boot_costs(cells: list[dict], variants: list[str]) -> list[dict]:
+    """Per cell: launch -> ready over its boots (mean ± 95 % interval), and what the
+    engine's log said the boot cost (CUDA-graph capture) and left (KV-cache tokens)."""
+    by: dict[tuple, list[dict]] = {}
+    for c in cells:
+        by.setdefault((c["stack"], c["model"], c["variant"]), []).append(c)
+    order = {v: i for i, v in enumerate(variants)}
+    rows = []
+    for key in sorted(by, key=lambda k: (k[0], k[1], order.get(k[2], 99))):
+        boots = by[key]
+        d = describe([c.get("boot_s") for c in boots if c.get("boot_s") is not None])
+        facts = [c.get("boot_facts") or {} for c in boots]
+        capture = describe([f["graph_capture_s"] for f in facts if "graph_capture_s" in f])
+        kv = ordered(int(f["kv_cache_tokens"]) for f in facts if "kv_cache_tokens" in f)
+        rows.append(
+            {
+                "where": " / ".join(key),
+                "boots": len(boots),
+                "ok": sum(c.get("status") == "ok" for c in boots),
+                "boot": _mean_pm(d),
+                "capture": "—" if not capture.n else f"{capture.mean:.1f}",
+                "kv_tokens": ", ".join(f"{k:,}" for k in kv) or "—",
+            }
+        )
+    return rows
+
+
+def _mean_pm(d) -> str:
+    if not d.n:
+        return "—"
+    return f"{d.mean:.1f}" + (f" ± {d.half_width:.1f}" if d.n > 1 else "")
+
+
+def validity_rows(df: pd.DataFrame) -> list[dict]:
+    """Every measured level kept out of verdicts, and why; and every recomputed one."""
+    rows = []
+    for r in df[df["level"].notna()].to_dict("records"):
+        reasons = r.get("invalid_reasons")
+        recomputed = r.get("recomputed_from")
+        if r.get("status") == "not_run" or not (isinstance(reasons, str) or pd.notna(recomputed)):
+            continue
+        rows.append(
+            {
+                "where": where(r),
+                "boot": f"r{int(r['repeat'])}",
+                "level": int(r["level"]),
+                "in_boot": int(r["in_boot"]) if pd.notna(r.get("in_boot")) else 0,
+                "reasons": reasons if isinstance(reasons, str) else "",
+                "recomputed": f"from metrics v{recomputed}" if pd.notna(recomputed) else "",
+            }
+        )
+    return rows
 
 
 def _gpus_text(gpus) -> str:
@@ -125,8 +180,9 @@ def manifests(cells: list[dict]) -> dict:
 
 
 def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
-    out = []
-    seen = set()
+    """Failed boots (stage, cause, log tail), then failed levels a boot's own failure
+    does not already cover (e.g. http_errors)."""
+    out, seen = [], set()
     for c in cells:
         f = c.get("failure")
         if c.get("status") != "failed" and not f:
@@ -134,30 +190,27 @@ def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
         f = f or {}
         out.append(
             {
-                "where": f"{c['stack']} / {c['model']} / {c['variant']}",
+                "where": where(c),
+                "boot": f"r{c.get('repeat', 0)}",
                 "stage": f.get("stage"),
                 "cause": f.get("cause"),
                 "level": f.get("level"),
-                "repeat": f.get("repeat"),
                 "message": f.get("message"),
                 "log_tail": f.get("log_tail"),
             }
         )
-        seen.add((c["stack"], c["model"], c["variant"], f.get("level"), f.get("repeat")))
-    # Failed levels the cell's own failure does not already cover (e.g. http_errors).
-    bad = df[df["status"] == "failed"]
-    for r in bad.to_dict("records"):
+        seen.add((*_key(c), c.get("repeat", 0), f.get("level")))
+    for r in df[df["status"] == "failed"].to_dict("records"):
         lv = int(r["level"]) if pd.notna(r["level"]) else None
-        rep = int(r["repeat"]) if pd.notna(r["repeat"]) else None
-        if (r["stack"], r["model"], r["variant"], lv, rep) in seen:
+        if (*_key(r), int(r["repeat"]), lv) in seen:
             continue
         out.append(
             {
-                "where": f"{r['stack']} / {r['model']} / {r['variant']}",
+                "where": where(r),
+                "boot": f"r{int(r['repeat'])}",
                 "stage": "level",
                 "cause": r.get("cause") if pd.notna(r.get("cause")) else "unknown",
                 "level": lv,
-                "repeat": rep,
                 "message": f"errors: {r['errors']}" if pd.notna(r.get("errors")) else None,
                 "log_tail": None,
             }
@@ -166,7 +219,7 @@ def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
 
 
 def gpu_rows(cells: list[dict]) -> list[dict]:
-    """One row per (cell, level, repeat, GPU) with NVML telemetry; none without NVML."""
+    """One row per (boot, level, GPU) with NVML telemetry; none without NVML."""
     rows = []
     for c in cells:
         for lev in c.get("levels") or []:
@@ -176,9 +229,9 @@ def gpu_rows(cells: list[dict]) -> list[dict]:
             for g in gpu.get("gpus") or []:
                 rows.append(
                     {
-                        "where": f"{c['stack']} / {c['model']} / {c['variant']}",
+                        "where": where(c),
+                        "boot": f"r{c.get('repeat', 0)}",
                         "level": lev.get("level"),
-                        "repeat": lev.get("repeat"),
                         "gpu": f"{g.get('index')} {g.get('name') or ''}".strip(),
                         "mem_start": fmt(g.get("memory_used_start_mib"), 0),
                         "mem_peak": fmt(g.get("memory_used_peak_mib"), 0),
@@ -196,89 +249,58 @@ def log_text(tail) -> str | None:
     return "\n".join(tail) if isinstance(tail, list) else str(tail)
 
 
-def cell_view(c: dict, current: str) -> dict:
-    mm = c.get("model_manifest") or {}
-    files = mm.get("files") or []
-    cv = c.get("client_version")
-    return {
-        "where": f"{c['stack']} / {c['model']} / {c['variant']}",
-        "engine": c.get("engine"),
-        "status": c.get("status"),
-        "spec_hash": c.get("spec_hash"),
-        "client_version": cv,
-        "stale": cv is not None and str(cv) != str(current),
-        "command_str": c.get("command_str") or " ".join(map(str, c.get("command") or [])),
-        "env": sorted((c.get("env") or {}).items()),
-        "host": c.get("host"),
-        "port": c.get("port"),
-        "started_at": c.get("started_at"),
-        "finished_at": c.get("finished_at"),
-        "model": {
-            "name": mm.get("model", c["model"]),
-            "source": json.dumps(mm.get("source"), sort_keys=True) if mm.get("source") else "—",
-            "path": mm.get("path"),
-            "synthetic": bool(mm.get("synthetic")),
-            "n_files": len(files),
-            "total_bytes": fmt_bytes(mm.get("total_bytes")),
-            "files": [(f.get("path"), fmt_bytes(f.get("size")), f.get("sha256")) for f in files],
-        },
-    }
-
-
-def group_views(df, tput, steady, means, baseline: str, current: str) -> list[dict]:
-    """Per stack x model: the headline, steady, latency and client-health tables."""
-    cells = df.drop_duplicates(KEY).set_index(KEY)
-    lat_metrics = [m for _, m in LATENCY_COLS]
-    groups = []
-    for stack, model in df[["stack", "model"]].drop_duplicates().itertuples(index=False):
-        sub = df[(df["stack"] == stack) & (df["model"] == model)]
-        variants = variant_order(sub["variant"], baseline)
-        levels = sorted(int(lv) for lv in sub["level"].dropna().unique())
-        labels = []
-        for v in variants:
-            c = cells.loc[(stack, model, v)]
-            note = None
-            if c["cell_status"] == "failed":
-                note = f"failed at {c['failure_stage']} ({c['failure_cause']})"
-            stale = pd.notna(c["client_version"]) and str(c["client_version"]) != str(current)
-            labels.append({"variant": v, "note": note, "stale": stale})
-        lat, health = [], []
-        m = means[(means["stack"] == stack) & (means["model"] == model)]
-        for v in variants:
-            for r in m[m["variant"] == v].sort_values("level").to_dict("records"):
-                ok = r["status"] == "ok"
-                state = "" if ok else (f"failed ({r['cause']})" if r["status"] == "failed" else "—")
-                values = [fmt(r[k]) if ok else "" for k in lat_metrics]
-                lat.append({"variant": v, "level": r["level"], "state": state, "values": values})
-                target = r["level"]
-                if pd.notna(r["num_prompts"]):
-                    target = min(target, r["num_prompts"])
-                ratio = r["achieved_concurrency"] / target * 100 if ok and target else math.nan
-                health.append(
-                    {
-                        "variant": v,
-                        "level": r["level"],
-                        "state": state,
-                        "target": fmt(target),
-                        "achieved": fmt(r["achieved_concurrency"]),
-                        "ratio": fmt(ratio, 0),
-                        "client_bound": r["client_bound"],
-                        "cpu": fmt(r["client_cpu_s"]),
-                        "lag": fmt(r["max_lag"]),
-                        "failed": r["failed_sum"],
-                        "mismatch": r["retokenized_mismatch_sum"],
-                    }
-                )
-        groups.append(
+def cell_views(cells: list[dict], current: str) -> list[dict]:
+    """Per cell: what every boot of it shares (command, env, spec, model) and each boot's
+    status with links to its records (relative to results/report.html)."""
+    by: dict[tuple, list[dict]] = {}
+    for c in cells:
+        by.setdefault(_key(c), []).append(c)
+    views = []
+    for key, boots in by.items():
+        c = boots[0]
+        mm = c.get("model_manifest") or {}
+        files = mm.get("files") or []
+        boot_rows = []
+        for b in sorted(boots, key=lambda b: b.get("repeat", 0)):
+            cv = b.get("client_version")
+            directory = CELL_DIR.format(
+                stack=key[0], model=key[1], variant=key[2], repeat=b.get("repeat", 0)
+            ).removeprefix("results/")
+            boot_rows.append(
+                {
+                    "boot": f"r{b.get('repeat', 0)}",
+                    "status": b.get("status"),
+                    "stale": cv is not None and str(cv) != str(current),
+                    "client_version": cv,
+                    "spec_hash": b.get("spec_hash"),
+                    "ran": f"{b.get('started_at') or '—'} → {b.get('finished_at') or '—'}",
+                    "port": b.get("port"),
+                    "links": [
+                        ("cell.json", f"{directory}/cell.json"),
+                        ("levels", f"{directory}/levels/"),
+                        ("server.log", f"{directory}/server.log"),
+                    ],
+                }
+            )
+        source = json.dumps(mm.get("source"), sort_keys=True) if mm.get("source") else "—"
+        views.append(
             {
-                "stack": stack,
-                "model": model,
-                "levels": levels,
-                "labels": labels,
-                "headline": _pivot(tput, stack, model, variants, levels),
-                "steady": _pivot(steady, stack, model, variants, levels),
-                "latency": lat,
-                "health": health,
+                "where": " / ".join(key),
+                "engine": c.get("engine"),
+                "command_str": c.get("command_str") or " ".join(map(str, c.get("command") or [])),
+                "env": sorted((c.get("env") or {}).items()),
+                "boots": boot_rows,
+                "model": {
+                    "name": mm.get("model", c["model"]),
+                    "source": source,
+                    "path": mm.get("path"),
+                    "synthetic": bool(mm.get("synthetic")),
+                    "n_files": len(files),
+                    "total_bytes": fmt_bytes(mm.get("total_bytes")),
+                    "files": [
+                        (f.get("path"), fmt_bytes(f.get("size")), f.get("sha256")) for f in files
+                    ],
+                },
             }
         )
-    return groups
+    return views
