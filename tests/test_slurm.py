@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_snakemake, snakemake_cmd
+from fixtures.workflow import run_snakemake, snakemake_cmd
 from test_fault_workflow import (
     config,
     fault_servers_running,
@@ -30,7 +30,7 @@ from test_fault_workflow import (
     write,
 )
 
-from servesweep.server import group_members
+from servesweep.procs import group_members
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
