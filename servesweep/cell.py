@@ -322,6 +322,11 @@ class CellRun:
         summary["status"] = "failed"
         if died:
             return f"server exited with code {server.returncode} during level {level}"
+        if summary["cause"] == "time_limit":
+            return (
+                f"the job's time limit was near: level {level} aborted "
+                f"({summary.get('failed', 0)} of {summary.get('num_prompts')} unfinished)"
+            )
         return (
             f"level {level}: {summary['cause']} "
             f"({summary.get('failed', 0)} of {summary.get('num_prompts')} failed)"

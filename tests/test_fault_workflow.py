@@ -7,74 +7,25 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
+from fixtures.faults import (
+    config,
+    fault_servers_running,
+    job_log_pids,
+    planned_cells,
+    wait_for,
+    write,
+)
 from fixtures.workflow import run_snakemake, snakemake_cmd
 
 from servesweep.procs import group_members
 
 ROOT = Path(__file__).resolve().parents[1]
-FAULT_SERVER = ROOT / "tests" / "fixtures" / "fault_server.py"
-COMMAND = f"{{python}} {FAULT_SERVER} --host {{host}} --port {{port}}"
 
 pytestmark = pytest.mark.workflow
-
-
-def config(variants: dict, levels=(1, 4, 16), min_prompts=8, **extra) -> dict:
-    return {
-        "stacks": {"test": {"kind": "existing", "python": sys.executable}},
-        "models": {
-            "tiny": {
-                "synthetic": {
-                    "hidden_size": 64,
-                    "num_layers": 1,
-                    "num_experts": 2,
-                    "experts_per_token": 1,
-                    "vocab_size": 1024,
-                }
-            }
-        },
-        "engine": "command",
-        "server": {"boot_timeout_s": 15, "teardown_grace_s": 3},
-        "variants": {name: {"command": COMMAND, **v} for name, v in variants.items()},
-        "benchmark": {
-            "levels": list(levels),
-            "warmup": 0,
-            "num_prompts": {"per_level": 1, "min": min_prompts},
-            "workload": {"kind": "random", "input_tokens": 8, "output_tokens": 8, "seed": 1},
-            "stall_timeout_s": 3,
-        },
-        **extra,
-    }
-
-
-def write(workdir: Path, cfg: dict) -> str:
-    path = workdir / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return str(path)
-
-
-def planned_cells(result) -> list[str]:
-    return sorted(re.findall(r"rule run_cell:.*?variant=([\w.-]+)", result.stdout, re.S))
-
-
-def fault_servers_running(workdir: Path) -> list[int]:
-    """Fault-server processes started for this workdir (found by their model path)."""
-    marker = str(workdir / "resources")
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if str(FAULT_SERVER) in cmdline and marker in cmdline:
-                found.append(int(proc.name))
-    return found
 
 
 def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
@@ -130,28 +81,6 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
         )
         == []
     )
-
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def job_log_pids(path: Path) -> tuple[int, int] | None:
-    """(owner pid, server pid) once the slow level has started."""
-    if not path.exists():
-        return None
-    text = path.read_text()
-    owner = re.search(r"run_cell owner pid (\d+)", text)
-    server = re.findall(r"server pid (\d+)", text)
-    if owner and server and "level 1 (L1_i0, boot r0):" in text:
-        return int(owner.group(1)), int(server[-1])
-    return None
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM-job", "SIGKILL-job", "SIGTERM-snakemake"])

@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures.workflow import run_snakemake, snakemake_cmd
-from test_fault_workflow import (
+from fixtures.faults import (
     config,
     fault_servers_running,
     job_log_pids,
@@ -29,6 +28,7 @@ from test_fault_workflow import (
     wait_for,
     write,
 )
+from fixtures.workflow import run_snakemake, snakemake_cmd
 
 from servesweep.procs import group_members
 
@@ -40,7 +40,6 @@ import localslurm  # noqa: E402
 PROFILE = ROOT / "profiles" / "slurm"
 TIMEOUT = ["timeout", "-s", "INT", "-k", "30"]
 GPU_PROBE = ROOT / "tests" / "cluster" / "gpu_probe" / "Snakefile"
-NOTES = "SLURM_NOTES.md"
 
 pytestmark = [
     pytest.mark.slurm,
@@ -76,7 +75,7 @@ def slurm_snakemake_cmd(workdir: Path, *args: str, limit_s: int) -> list[str]:
     return [
         *TIMEOUT,
         str(limit_s),
-        *snakemake_cmd(workdir, *args, "--profile", str(PROFILE), *LOCAL),
+        *snakemake_cmd(workdir, *args, "--workflow-profile", str(PROFILE), *LOCAL),
     ]
 
 
@@ -111,10 +110,12 @@ def job_info(jobid: str) -> dict:
     return dict(item.split("=", 1) for item in out.split() if "=" in item)
 
 
-def cell_jobs(workdir: Path, variant: str) -> list[str]:
-    """SLURM job IDs that ran run_cell for this variant, from the plugin's log files
-    (.snakemake/slurm_logs/rule_run_cell/<stack>_<model>_<variant>/<jobid>.log)."""
-    logdir = workdir / ".snakemake" / "slurm_logs" / "rule_run_cell" / f"test_tiny_{variant}"
+def cell_jobs(workdir: Path, variant: str, repeat: int = 0) -> list[str]:
+    """SLURM job IDs that ran run_cell for this boot of the variant, from the plugin's log
+    files (.snakemake/slurm_logs/rule_run_cell/<stack>_<model>_<variant>_<repeat>/<id>.log)."""
+    logdir = (
+        workdir / ".snakemake" / "slurm_logs" / "rule_run_cell" / f"test_tiny_{variant}_{repeat}"
+    )
     return sorted((p.stem for p in logdir.glob("*.log")), key=int)
 
 
@@ -164,21 +165,21 @@ def test_sweep_runs_each_cell_as_its_own_slurm_job(sweep):
         ids[variant] = jobs[0]
         info = job_info(jobs[0])
         assert info.get("JobState") == "COMPLETED", info
-        assert info.get("Comment") == f"rule_run_cell_wildcards_test_tiny_{variant}", info
+        assert info.get("Comment") == f"rule_run_cell_wildcards_test_tiny_{variant}_0", info
         assert info.get("WorkDir") == str(workdir), info
         # The plugin submitted it with sbatch, and Snakemake inside the job ran the cell.
         calls = sbatch_calls(
-            run.stdout + run.stderr, f"rule_run_cell_wildcards_test_tiny_{variant}"
+            run.stdout + run.stderr, f"rule_run_cell_wildcards_test_tiny_{variant}_0 "
         )
         assert len(calls) == 1, calls
         slurm_log = (
             workdir
             / ".snakemake/slurm_logs/rule_run_cell"
-            / f"test_tiny_{variant}"
+            / f"test_tiny_{variant}_0"
             / f"{jobs[0]}.log"
         ).read_text()
         assert f"variant={variant}" in slurm_log and "--executor slurm-jobstep" in slurm_log
-        cell = json.loads((workdir / f"results/cells/test/tiny/{variant}/cell.json").read_text())
+        cell = json.loads((workdir / f"results/cells/test/tiny/{variant}/r0/cell.json").read_text())
         assert cell["status"] == "ok"
     assert ids["baseline"] != ids["slower"]
     (workdir / "sbatch-run_cell.txt").write_text(
@@ -186,15 +187,11 @@ def test_sweep_runs_each_cell_as_its_own_slurm_job(sweep):
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=f"{NOTES} §cell.json: run_cell does not record `scheduler` (SLURM_JOB_ID) yet",
-)
 def test_cell_json_names_its_slurm_job(sweep):
     workdir, run = sweep
     assert run.returncode == 0, tail(run)
     for variant in ("baseline", "slower"):
-        cell = json.loads((workdir / f"results/cells/test/tiny/{variant}/cell.json").read_text())
+        cell = json.loads((workdir / f"results/cells/test/tiny/{variant}/r0/cell.json").read_text())
         (jobid,) = cell_jobs(workdir, variant)
         assert cell["scheduler"]["slurm_job_id"] == jobid
         # The one node is this machine (its SLURM NodeName is "localhost").
@@ -294,13 +291,13 @@ def test_scancel_of_a_running_cell_leaves_no_server_and_the_next_run_measures_it
         cwd=tmp_path,
         start_new_session=True,
     )
-    job_log = tmp_path / "results" / "logs" / "run_cell" / "test" / "tiny" / "slow.log"
+    job_log = tmp_path / "results" / "logs" / "run_cell" / "test" / "tiny" / "slow" / "r0.log"
     try:
         _, server_pid = wait_for(lambda: job_log_pids(job_log), 240, "the slow level to start")
         (jobid,) = cell_jobs(tmp_path, "slow")
         info = job_info(jobid)
         assert info["JobState"] == "RUNNING", info
-        assert info["Comment"] == "rule_run_cell_wildcards_test_tiny_slow", info
+        assert info["Comment"] == "rule_run_cell_wildcards_test_tiny_slow_0", info
         assert group_members(server_pid), "the server is not running"
         subprocess.run(["scancel", jobid], check=True, timeout=15)
         start = time.monotonic()
@@ -320,8 +317,8 @@ def test_scancel_of_a_running_cell_leaves_no_server_and_the_next_run_measures_it
     assert gone_s < localslurm.KILL_WAIT_S + 10, f"server outlived scancel by {gone_s:.1f} s"
     assert job_info(jobid)["JobState"] == "CANCELLED"
     assert f"SLURM-job '{jobid}' failed" in first
-    assert not (tmp_path / "results/cells/test/tiny/slow/cell.json").exists()
-    baseline = json.loads((tmp_path / "results/cells/test/tiny/baseline/cell.json").read_text())
+    assert not (tmp_path / "results/cells/test/tiny/slow/r0/cell.json").exists()
+    baseline = json.loads((tmp_path / "results/cells/test/tiny/baseline/r0/cell.json").read_text())
     assert baseline["status"] == "ok"
 
     dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", cfg_path)
@@ -333,7 +330,7 @@ def test_scancel_of_a_running_cell_leaves_no_server_and_the_next_run_measures_it
     slow_jobs = cell_jobs(tmp_path, "slow")
     assert len(slow_jobs) == 2 and slow_jobs[0] == jobid, slow_jobs
     assert (
-        json.loads((tmp_path / "results/cells/test/tiny/slow/cell.json").read_text())["status"]
+        json.loads((tmp_path / "results/cells/test/tiny/slow/r0/cell.json").read_text())["status"]
         == "ok"
     )
     assert (tmp_path / "results" / "report.html").exists()
@@ -361,22 +358,17 @@ def test_time_limit_ends_the_job_and_its_server(timed_out):
     workdir, run, jobid = timed_out
     info = job_info(jobid)
     assert info["TimeLimit"] == "00:01:00", info
-    # TIMEOUT today; COMPLETED once run_cell stops itself before the limit (see notes).
-    assert info["JobState"] in ("TIMEOUT", "COMPLETED"), info
+    # run_cell stops itself before the limit: the job ends on its own.
+    assert info["JobState"] == "COMPLETED", info
     assert seconds(info["RunTime"]) <= 60 + 35 + localslurm.KILL_WAIT_S, info
     assert not fault_servers_running(workdir)
-    baseline = json.loads((workdir / "results/cells/test/tiny/baseline/cell.json").read_text())
+    baseline = json.loads((workdir / "results/cells/test/tiny/baseline/r0/cell.json").read_text())
     assert baseline["status"] == "ok"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=f"{NOTES} §time limit: run_cell does not stop itself before its runtime yet; "
-    "SLURM kills it and Snakemake deletes the outputs of the failed job",
-)
 def test_time_limit_is_recorded_as_a_failed_cell(timed_out):
     workdir, run, jobid = timed_out
-    cell = json.loads((workdir / "results/cells/test/tiny/slow/cell.json").read_text())
+    cell = json.loads((workdir / "results/cells/test/tiny/slow/r0/cell.json").read_text())
     assert cell["status"] == "failed"
     assert cell["failure"]["cause"] == "time_limit"
     # A failed cell is a result: the job itself succeeded, and the report lists it.
