@@ -1,4 +1,4 @@
-"""Metric math on hand-built timelines (servesweep.bench.metrics; definitions in docs/metrics.md)."""
+"""Metric math on hand-built timelines (servesweep.bench.metrics; docs/metrics.md defines them)."""
 
 import numpy as np
 import pytest
