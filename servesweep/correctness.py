@@ -1,22 +1,16 @@
 """The correctness pass: does the optimization change the answers? (issue 14)
 
-Run against the live server of a cell, after its levels and before teardown: a fixed set of
-prompts is sent greedily (temperature 0), once one at a time and once all in flight
-together (batching changes numerics), and every answer's tokens are recorded, with the
-chosen tokens' logprobs and top-k alternatives where the engine returns them. Comparing two
-such records is `servesweep.results.correctness`.
+Run against a cell's live server after its levels, before teardown: fixed prompts sent
+greedily, once one at a time and once all in flight together (batching changes numerics);
+each answer's tokens are recorded, with the chosen tokens' logprobs and top-k alternatives
+where the engine returns them. `servesweep.results.correctness` compares two such records;
+docs/correctness.md has the file format and the reasons.
 
-Prompts are a fixed list of short natural prompts of mixed lengths, not random tokens: on a
-real model they give the peaked next-token distributions of real traffic (random-token
-prompts give flat ones, where numeric noise flips greedy ties far more often than users
-would see), and their lengths differ (3 to about 70 tokens), so "all together" exercises the
-ragged batches where batching bugs live. The seed shuffles their order (which requests share
-a batch); more prompts than the list holds repeat it under a numbered prefix.
-
-Requests are not streamed: one JSON answer carries text, token ids and logprobs whole (a
-stream splits them over chunks that engines group differently). Token ids come from the
-server where it returns them (`token_ids`, or the logprobs' tokens); else the text is
-re-encoded with the model's tokenizer, and the record says which (`token_source`).
+The prompts are short natural ones of mixed lengths (2 to about 80 tokens), not random
+tokens: on a real model they give the peaked next-token distributions of real traffic, where
+random tokens give flat ones on which rounding noise flips greedy ties far more often than
+users would see; mixed lengths make "all together" a ragged batch, where batching bugs
+live. Requests are not streamed, so one JSON answer holds the text, token ids and logprobs.
 """
 
 from __future__ import annotations
@@ -105,11 +99,6 @@ class PassSummary(TypedDict):
     seconds: float
     answered: int  # ok answers over all modes
     failed: int
-
-
-def settings_of(config: dict | None) -> dict:
-    """The pass's settings: DEFAULTS with the sweep's values on top."""
-    return {**DEFAULTS, **(config or {})}
 
 
 def pass_prompts(n: int, seed: int) -> list[str]:
@@ -206,25 +195,36 @@ def parse_answer(
     return out
 
 
-class _Sender:
-    """Sends bodies to one URL within the pass's deadline."""
+def _sender(url: str, endpoint: str, tokenizer, request_timeout_s: float, deadline: float):
+    """send(index, body) -> Answer, each request bounded by what is left of the pass."""
 
-    def __init__(self, url: str, endpoint: str, tokenizer, request_timeout_s: float, deadline):
-        self.url, self.endpoint, self.tokenizer = url, endpoint, tokenizer
-        self.request_timeout_s, self.deadline = request_timeout_s, deadline
-
-    def send(self, index: int, body: dict) -> Answer:
-        timeout = min(self.request_timeout_s, self.deadline - time.monotonic())
+    def send(index: int, body: dict) -> Answer:
+        timeout = min(request_timeout_s, deadline - time.monotonic())
         if timeout <= 0:
-            answer = parse_answer(index, 0, b"", 0.0, self.endpoint, None, False)
+            answer = parse_answer(index, 0, b"", 0.0, endpoint, None, False)
             answer.update(error="deadline", detail="the pass ran out of time before this one")
             return answer
-        start = time.monotonic()
-        status, raw = http_request("POST", self.url, timeout, body)
-        seconds = time.monotonic() - start
-        return parse_answer(
-            index, status, raw, seconds, self.endpoint, self.tokenizer, seconds >= timeout * 0.99
-        )
+        begin = time.monotonic()
+        status, raw = http_request("POST", url, timeout, body)
+        took = time.monotonic() - begin
+        return parse_answer(index, status, raw, took, endpoint, tokenizer, took >= timeout * 0.99)
+
+    return send
+
+
+class PassRecord(TypedDict):
+    """The file run_correctness writes (docs/correctness.md)."""
+
+    version: int
+    started_at: str
+    config: dict  # DEFAULTS with the sweep's values on top
+    endpoint: str
+    model: str | None
+    request_fields: dict  # what every request carried on top of prompt, max_tokens, ...
+    refused: dict | None  # {fields, status, detail} when the engine refused what was asked
+    prompts: list[dict]  # {index, text, input_tokens}
+    modes: dict[str, list[Answer]]  # per mode in MODES, one answer per prompt, in order
+    summary: PassSummary
 
 
 def run_correctness(
@@ -234,45 +234,44 @@ def run_correctness(
     to out_path and return its summary. Never raises for what the server does: a failed
     request is an answer with `ok: false`, and the whole pass ends within `timeout_s`."""
     start, started_at = time.monotonic(), utc_now()
-    cfg = settings_of(config)
+    cfg = {**DEFAULTS, **(config or {})}
     texts = pass_prompts(int(cfg["prompts"]), int(cfg["seed"]))
     asked = {
         **engine.logprobs_fields(settings.endpoint, int(cfg["top_logprobs"])),
         **engine.token_ids_fields(),
     }
     extras = {**engine.request_extras(), **settings.extra_body, **asked}
-    sender = _Sender(
-        endpoint_url(settings),
-        settings.endpoint,
-        tokenizer,
-        settings.request_timeout_s,
-        start + float(cfg["timeout_s"]),
+    deadline = start + float(cfg["timeout_s"])
+    send = _sender(
+        endpoint_url(settings), settings.endpoint, tokenizer, settings.request_timeout_s, deadline
     )
+
+    def bodies() -> list[dict]:
+        return [request_body(settings, t, int(cfg["max_tokens"]), extras) for t in texts]
+
     refused = None
     modes: dict[str, list[Answer]] = {}
     for mode in MODES:
         engine.flush_cache(settings.base_url)  # each mode starts cold, like a level
-        bodies = [request_body(settings, t, int(cfg["max_tokens"]), extras) for t in texts]
         if mode == "one_at_a_time":
-            answers = [sender.send(0, bodies[0])] if bodies else []
+            answers = [send(0, bodies()[0])] if texts else []
             if answers and answers[0]["status"] in REFUSED and asked:
-                # The engine refuses what the pass asks for on top of a benchmark request:
-                # drop it (recorded), rather than lose the pass.
-                refused = {"fields": sorted(asked), "status": answers[0]["status"]}
-                refused["detail"] = answers[0]["detail"]
-                extras = {k: v for k, v in extras.items() if k not in asked}
-                bodies = [request_body(settings, t, int(cfg["max_tokens"]), extras) for t in texts]
-                log(f"correctness: {sorted(asked)} refused ({refused['status']}); without them")
-                answers = [sender.send(0, bodies[0])]
-            answers += [sender.send(i, b) for i, b in enumerate(bodies) if i > 0]
+                # Refused for what the pass adds to a benchmark request? Then go on without
+                # it (recorded) rather than lose the pass.
+                plain = {k: v for k, v in extras.items() if k not in asked}
+                retry = send(0, request_body(settings, texts[0], int(cfg["max_tokens"]), plain))
+                if retry["ok"]:
+                    refused = {"fields": sorted(asked), "status": answers[0]["status"]}
+                    refused["detail"] = answers[0]["detail"]
+                    log(f"correctness: {sorted(asked)} refused ({refused['status']}); dropped")
+                    extras, answers = plain, [retry]
+            answers += [send(i, body) for i, body in enumerate(bodies()) if i > 0]
         else:
-            with ThreadPoolExecutor(max_workers=max(1, len(bodies))) as pool:
-                answers = list(pool.map(sender.send, range(len(bodies)), bodies))
+            with ThreadPoolExecutor(max_workers=max(1, len(texts))) as pool:
+                answers = list(pool.map(send, range(len(texts)), bodies()))
         modes[mode] = answers
-        ok = sum(a["ok"] for a in answers)
-        log(f"correctness: {mode}: {ok} of {len(answers)} answered")
-    every = [a for answers in modes.values() for a in answers]
-    good = [a for a in every if a["ok"]]
+        log(f"correctness: {mode}: {sum(a['ok'] for a in answers)} of {len(answers)} answered")
+    good = [a for answers in modes.values() for a in answers if a["ok"]]
     server_tokens = bool(good) and all(
         a["token_ids"] is not None or a["tokens"] is not None for a in good
     )
@@ -283,23 +282,16 @@ def run_correctness(
         token_source="server" if server_tokens else "retokenized",
         seconds=round(time.monotonic() - start, 3),
         answered=len(good),
-        failed=len(every) - len(good),
+        failed=len(texts) * len(MODES) - len(good),
     )
-    record = {
-        "version": RECORD_VERSION,
-        "started_at": started_at,
-        "config": cfg,
-        "endpoint": settings.endpoint,
-        "model": settings.model,
-        "request_fields": extras,
-        "refused": refused,
-        "prompts": [
-            {"index": i, "text": t, "input_tokens": _count(tokenizer, t)}
-            for i, t in enumerate(texts)
-        ],
-        "modes": modes,
-        "summary": summary,
-    }
+    prompts = [
+        {"index": i, "text": t, "input_tokens": _count(tokenizer, t)} for i, t in enumerate(texts)
+    ]
+    record = PassRecord(
+        version=RECORD_VERSION, started_at=started_at, config=cfg, endpoint=settings.endpoint,
+        model=settings.model, request_fields=extras, refused=refused, prompts=prompts,
+        modes=modes, summary=summary,
+    )  # fmt: skip
     write_json(out_path, record)
     log(
         f"correctness: {summary['answered']} answers, {summary['failed']} failed, logprobs "
