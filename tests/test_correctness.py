@@ -36,6 +36,7 @@ from servesweep.results.correctness import (
     compare_records,
     csv_rows,
     must_match_exactly,
+    sweep_rows,
     write_csv,
 )
 from servesweep.server import ServerProcess, free_port
@@ -389,6 +390,35 @@ def test_csv_rows_are_tidy(tmp_path):
         back = list(csv.DictReader(f))
     assert [r["changes_outputs"] for r in back] == ["True", "False", "True"]
     assert back[0]["compared_to_variant"] == "baseline"
+
+
+def test_sweep_rows_pair_every_variant_with_its_reference():
+    base = [answer(i, "abcd") for i in range(32)]
+    one_off = [answer(0, "abXd")] + base[1:]
+    cpu_base = record(base)
+    cpu_base["modes"]["all_together"] = one_off
+    records = {
+        ("cpu", "m", "baseline"): cpu_base,
+        ("cpu", "m", "spec"): record(one_off),
+        ("cpu", "m", "skipped"): {"status": "skipped"},  # a pass that did not run
+        ("gpu", "m", "baseline"): record(one_off),
+        ("gpu", "m", "spec"): record(one_off),
+    }
+    rows = sweep_rows(records, must_match={"spec": True}, reference_stack="cpu")
+    got = {
+        (r["stack"], r["variant"], r["compared_to_stack"], r["compared_to_variant"], r["mode"]): (
+            r["exact_match_rate"],
+            r["changes_outputs"],
+        )
+        for r in rows
+    }
+    assert got == {
+        ("cpu", "baseline", "cpu", "baseline", SELF_MODE): (31 / 32, False),
+        ("cpu", "spec", "cpu", "baseline", "one_at_a_time"): (31 / 32, True),  # must match
+        ("gpu", "baseline", "cpu", "baseline", "one_at_a_time"): (31 / 32, False),
+        ("gpu", "spec", "gpu", "baseline", "one_at_a_time"): (1.0, False),
+        ("gpu", "spec", "cpu", "spec", "one_at_a_time"): (1.0, False),
+    }  # no row for the skipped pass, nor self rows for records of one mode
 
 
 def test_answers_are_parsed_from_either_spelling_and_never_raise():

@@ -146,9 +146,8 @@ def prompt_diff(variant: dict, baseline: dict, basis: str) -> PromptDiff:
 def _settings_differ(variant: dict, baseline: dict) -> str | None:
     a, b = variant.get("config") or {}, baseline.get("config") or {}
     differ = [key for key in SAME_SETTINGS if a.get(key) != b.get(key)]
-    if differ or [p["text"] for p in variant["prompts"]] != [
-        p["text"] for p in baseline["prompts"]
-    ]:
+    texts = [[p["text"] for p in r.get("prompts") or []] for r in (variant, baseline)]
+    if differ or texts[0] != texts[1]:
         return f"the records' prompts differ ({', '.join(differ) or 'prompt texts'}): not compared"
     return None
 
@@ -225,25 +224,25 @@ def _not_compared(mode: str, prompts: int, limit: float, must_match: bool, why: 
 def compare_records(
     variant: dict, baseline: dict, threshold: float = DEFAULT_THRESHOLD, must_match: bool = False
 ) -> list[ModeComparison]:
-    """Every mode both records ran, in the variant's order."""
+    """Every mode both records ran, in the variant's order ([] when either has none: a pass
+    that was skipped)."""
     why = _settings_differ(variant, baseline)
     out = []
-    for mode, answers in variant["modes"].items():
-        if mode not in baseline["modes"]:
+    theirs = baseline.get("modes") or {}
+    for mode, answers in (variant.get("modes") or {}).items():
+        if mode not in theirs:
             continue
         if why:
             limit = 1.0 if must_match else threshold
             out.append(_not_compared(mode, len(answers), limit, must_match, why))
         else:
-            out.append(
-                compare_answers(answers, baseline["modes"][mode], mode, threshold, must_match)
-            )
+            out.append(compare_answers(answers, theirs[mode], mode, threshold, must_match))
     return out
 
 
 def compare_modes(record: dict, threshold: float = DEFAULT_THRESHOLD) -> ModeComparison | None:
     """A record against itself: its all-together answers vs its one-at-a-time ones."""
-    modes = record["modes"]
+    modes = record.get("modes") or {}
     if "all_together" not in modes or "one_at_a_time" not in modes:
         return None
     return compare_answers(modes["all_together"], modes["one_at_a_time"], SELF_MODE, threshold)
@@ -272,6 +271,34 @@ def csv_rows(
     return [
         {**keys, **{c: getattr(m, c) for c in CSV_COLUMNS if c not in keys}} for m in comparisons
     ]
+
+
+def sweep_rows(
+    records: dict[tuple[str, str, str], dict],
+    must_match: dict[str, bool] | None = None,
+    reference_stack: str | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    baseline: str = "baseline",
+) -> list[dict]:
+    """Every row of results/correctness.csv from the sweep's pass records, keyed by (stack,
+    model, variant): each variant against its stack and model's baseline (`must_match` per
+    variant name), each record's own modes against each other, and with `reference_stack`
+    each variant on another stack against the same variant there."""
+    rows: list[dict] = []
+    for (stack, model, variant), rec in sorted(records.items()):
+        ref = records.get((stack, model, baseline))
+        if variant != baseline and ref is not None:
+            strict = bool((must_match or {}).get(variant))
+            found = compare_records(rec, ref, threshold, strict)
+            rows += csv_rows(stack, model, variant, stack, baseline, found)
+        other = records.get((reference_stack, model, variant))
+        if reference_stack not in (None, stack) and other is not None:
+            found = compare_records(rec, other, threshold)
+            rows += csv_rows(stack, model, variant, reference_stack, variant, found)
+        own = compare_modes(rec, threshold)
+        if own is not None:
+            rows += csv_rows(stack, model, variant, stack, variant, [own])
+    return rows
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
