@@ -332,6 +332,7 @@ def test_failures_are_counted_not_compared():
     assert "2 prompts failed" in c.note
     nothing = compare_answers([answer(0, "a", ok=False)], [answer(0, "a")], "m")
     assert nothing.exact_match_rate is None and nothing.changes_outputs is None
+    assert nothing.note == "1 prompts failed on a side, not compared"
 
 
 def test_the_threshold_and_the_must_match_switch():

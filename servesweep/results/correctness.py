@@ -134,9 +134,10 @@ def prompt_diff(variant: dict, baseline: dict, basis: str) -> PromptDiff:
             if k is not None and k < min(len(v_seq), len(b_seq)):
                 if v_lp[k] is not None and b_lp[k] is not None:
                     delta = v_lp[k] - b_lp[k]
-                top = (variant.get("top_logprobs") or [None] * len(v_seq))[k]
-                if top:
-                    wanted = baseline["tokens"][k]
+                tops, wanted = variant.get("top_logprobs") or [], baseline["tokens"]
+                top = tops[k] if k < len(tops) else None
+                if top and k < len(wanted):
+                    wanted = wanted[k]
                     in_top = wanted in top
                     if in_top and v_lp[k] is not None:
                         margin = v_lp[k] - top[wanted]
@@ -179,7 +180,7 @@ def compare_answers(
     limit = 1.0 if must_match else threshold
     rate = (len(diffs) - len(misses)) / len(diffs) if diffs else None
     notes = []
-    if not has_logprobs:
+    if ok and not has_logprobs:
         where = {"retokenized": " (the text re-encoded)", "text": " (characters)"}.get(basis, "")
         notes.append(f"no logprobs: token comparison only{where}")
     if len(baseline) > len(diffs):
