@@ -111,6 +111,18 @@ class Engine:
         """Extra fields for every benchmark request body (e.g. ignore_eos)."""
         return {}
 
+    def logprobs_fields(self, endpoint: str, top_k: int) -> dict:
+        """Request fields that ask for the chosen tokens' logprobs and `top_k` alternatives
+        (the correctness pass), in OpenAI's two spellings; {} where the engine has none."""
+        if endpoint == "chat":
+            return {"logprobs": True, "top_logprobs": top_k}
+        return {"logprobs": top_k}
+
+    def token_ids_fields(self) -> dict:
+        """Request fields that ask for the generated token ids ({}: the engine has none, and
+        the correctness pass re-encodes the text)."""
+        return {}
+
     def flush_cache(self, base_url: str, timeout_s: float = 10.0) -> bool | None:
         """Drop the engine's prefix cache before a level; None when it has none."""
         return None

@@ -62,6 +62,11 @@ class SGLangEngine(Engine):
         # variant that sets that flag names it again as `model_name`.
         return self.options.get("model_name") or model_path
 
+    def token_ids_fields(self) -> dict:
+        # The answer's choices[0].token_ids (vLLM 0.10.2+, recent SGLang); older versions
+        # ignore the unknown field, and the correctness pass re-encodes the text.
+        return {"return_token_ids": True}
+
     def request_extras(self) -> dict:
         # Fixed-length outputs: every request generates exactly max_tokens.
         return {"ignore_eos": True}

@@ -38,3 +38,10 @@ class TransformersEngine(Engine):
         # It rejects unknown fields such as ignore_eos with HTTP 422; fixed output
         # lengths come from the synthetic model's generation config instead.
         return {}
+
+    def logprobs_fields(self, endpoint: str, top_k: int) -> dict:
+        # 5.24 accepts `logprobs` / `top_logprobs` but ignores them (a warning in its log,
+        # no logprobs in the answer), so asking only adds noise.
+        return {}
+
+    # token_ids_fields stays {}: 5.24 answers `return_token_ids` with HTTP 422.

@@ -55,6 +55,11 @@ class VLLMEngine(Engine):
     def served_model_name(self, model_path: str) -> str | None:
         return self.options.get("model_name") or model_path
 
+    def token_ids_fields(self) -> dict:
+        # The answer's choices[0].token_ids (vLLM 0.10.2+, recent SGLang); older versions
+        # ignore the unknown field, and the correctness pass re-encodes the text.
+        return {"return_token_ids": True}
+
     def request_extras(self) -> dict:
         return {"ignore_eos": True}
 
