@@ -7,6 +7,7 @@ rule run_cell:
     output:
         cell="results/cells/{stack}/{model}/{variant}/r{repeat}/cell.json",
         levels=directory("results/cells/{stack}/{model}/{variant}/r{repeat}/levels"),
+        correctness="results/cells/{stack}/{model}/{variant}/r{repeat}/correctness.json",
     log:
         job="results/logs/run_cell/{stack}/{model}/{variant}/r{repeat}.log",
         server="results/cells/{stack}/{model}/{variant}/r{repeat}/server.log",

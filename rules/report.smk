@@ -12,6 +12,7 @@ rule collect:
             category="servesweep",
             caption="../docs/report-caption-verdicts.rst",
         ),
+        correctness="results/correctness.csv",
     log:
         "results/logs/collect.log",
     localrule: True
@@ -28,6 +29,7 @@ rule report:
     input:
         summary="results/summary.csv",
         verdicts="results/verdicts.csv",
+        correctness="results/correctness.csv",
         cells=all_cells(),
     output:
         report(

@@ -16,5 +16,6 @@ with job_logger(sm.log[0]) as log:
         load(sm.config),
         Path(sm.output.summary),
         Path(sm.output.verdicts),
+        Path(sm.output.correctness),
     )
     log(f"{len(summary)} rows from {len(sm.input)} boots; {len(verdicts)} comparisons")

@@ -20,5 +20,6 @@ with job_logger(sm.log[0]) as log:
         Path(sm.output[0]),
         ReportSettings(list(sweep.stacks), list(sweep.variants), sweep.analysis),
         current_client_version=CLIENT_VERSION,
+        correctness_csv=Path(sm.input.correctness),
     )
     log(f"wrote {sm.output[0]}")

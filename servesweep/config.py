@@ -121,6 +121,7 @@ def resolve_variants(variants: dict, default_engine: str) -> dict:
                 "flags": {},
                 "env": {},
                 "gpus": None,
+                "must_match": None,
                 "chain": [],
             }
         else:
@@ -135,6 +136,7 @@ def resolve_variants(variants: dict, default_engine: str) -> dict:
             "flags": {k: v for k, v in flags.items() if v is not None},
             "env": {k: str(v) for k, v in env.items() if v is not None},
             "gpus": own.get("gpus", base["gpus"]),
+            "must_match": own.get("correctness_must_match", base.get("must_match")),
             "chain": [*base["chain"], name],
             "description": own.get("description", ""),
         }
@@ -162,6 +164,19 @@ class Sweep:
     @property
     def cells(self) -> list[tuple[str, str, str]]:
         return list(itertools.product(self.stacks, self.models, self.variants))
+
+    @property
+    def correctness(self) -> dict | bool:
+        """The correctness pass's settings (False: off), the schema's defaults filled in."""
+        return self.raw["correctness"]
+
+    def must_match(self, variant: str) -> bool:
+        """Whether the variant's greedy answers must equal the baseline's exactly: its own
+        `correctness_must_match`, else speculative decoding in its flags."""
+        from servesweep.results.correctness import must_match_exactly
+
+        v = self.variants[variant]
+        return v["must_match"] if v["must_match"] is not None else must_match_exactly(v["flags"])
 
     @property
     def repeats(self) -> int:
@@ -211,6 +226,7 @@ class Sweep:
             "env": v["env"],
             "gpus": self.gpus(variant),
             "server": self.server,
+            "correctness": self.correctness,
             # Without `repeats`: how many boots a sweep asks for is not something one boot's
             # measurement depends on, so raising it runs only the new boots.
             "benchmark": {

@@ -160,11 +160,23 @@ class Rates:
                 min(default, DEFAULT_CELL_TOK_S),
             )
             total += requests * out_tokens / rate + LEVEL_OVERHEAD_S
-        # The weakest source used is the one to state.
+        total += self._correctness_s(own, spec)
+        # The weakest source used is the one to state (the correctness pass rides on the
+        # level-1 rate, so it adds no source of its own).
         for source in ("default rates", f"{engine} records", "this cell's records"):
             if source in sources:
                 return total, source
         return total, "default rates"
+
+    def _correctness_s(self, own: dict, spec: dict) -> float:
+        """The correctness pass: its prompts one at a time at the one-stream rate, then all
+        together (about half that again, as batches are faster)."""
+        pass_config = spec.get("correctness")
+        if not pass_config:
+            return 0.0
+        one = own["tput"].get(1) or self.tput.get((spec["engine"], 1))
+        rate = statistics.median(one) if one else DEFAULT_STREAM_TOK_S
+        return 1.5 * pass_config["prompts"] * pass_config["max_tokens"] / rate
 
 
 def earlier_records(paths: Paths) -> list[dict]:

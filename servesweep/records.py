@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from servesweep import CLIENT_VERSION
+from servesweep.jsonfile import utc_now
+from servesweep.scheduler import scheduler_info
+
 
 class StackManifest(TypedDict, total=False):
     """resources/stacks/{stack}/manifest.json (servesweep.stacks, probed from inside)."""
@@ -209,9 +213,59 @@ class CellRecord(TypedDict):
     boot_attempts: list[BootAttempt]
     teardown: TeardownRecord | None
     scheduler: dict | None  # the SLURM job that measured it (servesweep.scheduler)
+    correctness: dict | None  # the pass's summary, or {status: skipped, why}
     deadline: float | None  # when that job was to be killed (epoch s); None: no limit
     started_at: str
     finished_at: str | None
     stack_manifest: StackManifest
     model_manifest: ModelManifest
     levels: list[LevelSummary]
+
+
+def new_cell_record(
+    spec: dict,
+    spec_hash: str,
+    env: dict[str, str],
+    repeat: int,
+    attempt: int,
+    deadline: float | None,
+    stack_manifest: dict,
+    model_manifest: dict,
+    plan: list[tuple[int, int]],
+) -> CellRecord:
+    """A boot's record before anything ran: every level not run yet. `spec_hash` and
+    `env` are the spec's (servesweep.config.spec_hash, servesweep.engines.launch_env)."""
+    return {
+        "stack": spec["stack"]["name"],
+        "model": spec["model"]["name"],
+        "variant": spec["variant"],
+        "repeat": repeat,
+        "engine": spec["engine"],
+        "spec_hash": spec_hash,
+        "spec": spec,
+        "client_version": CLIENT_VERSION,
+        "attempt": attempt,
+        "status": "ok",
+        "failure": None,
+        "command": [],
+        "command_str": "",
+        "env": env,
+        "host": spec["server"]["host"],
+        "port": 0,
+        "server_pid": None,
+        "boot_s": None,
+        "boot_facts": {},
+        "boot_attempts": [],
+        "started_at": utc_now(),
+        "finished_at": None,
+        "teardown": None,
+        "scheduler": scheduler_info(),
+        "correctness": None,
+        "deadline": deadline,
+        "stack_manifest": stack_manifest,
+        "model_manifest": model_manifest,
+        "levels": [
+            {"level": lv, "repeat": repeat, "in_boot": i, "status": "not_run", "cause": None}
+            for lv, i in plan
+        ],
+    }

@@ -196,3 +196,27 @@ def test_spec_keeps_the_flag_order_of_the_config():
     again = json.loads(spec_json(spec))
     argv = launch_command(again, "/py", "/m", 1)
     assert argv[argv.index("--port") + 2 :] == ["--zeta", "1", "--alpha", "--mid", "x"]
+
+
+def test_correctness_settings_come_from_the_schema():
+    from servesweep.correctness import DEFAULTS
+
+    sweep = load(base_config())
+    assert sweep.correctness == DEFAULTS  # the pass's own defaults agree with the schema's
+    off = base_config() | {"correctness": False}
+    assert load(off).correctness is False
+    assert load(off).spec("cpu", "tiny", "baseline")["correctness"] is False
+    some = base_config() | {"correctness": {"max_tokens": 16}}
+    assert load(some).correctness == {**DEFAULTS, "max_tokens": 16}
+
+
+def test_must_match_follows_speculative_flags_unless_a_variant_says():
+    config = base_config()
+    config["variants"]["spec"] = {
+        "extends": "baseline",
+        "flags": {"speculative-algorithm": "EAGLE3"},
+    }
+    config["variants"]["strict"] = {"extends": "baseline", "correctness_must_match": True}
+    sweep = load(config)
+    assert sweep.must_match("spec") and sweep.must_match("strict")
+    assert not sweep.must_match("cb")

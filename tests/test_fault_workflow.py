@@ -197,3 +197,34 @@ def test_boots_interleave_a_crashed_boot_is_one_result_and_a_new_repeat_runs_alo
     dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
     jobs = re.findall(r"rule run_cell:.*?variant=([\w.-]+), repeat=(\d+)", dry.stdout, re.S)
     assert sorted(jobs) == [("baseline", "2"), ("flaky", "2")], dry.stdout[-3000:]
+
+
+def test_a_variant_that_changes_the_answers_is_flagged_next_to_its_speed(tmp_path):
+    # The fixture answers greedily and deterministically; `flipped` flips one token in a
+    # quarter of its answers (seeded), which the correctness pass must find.
+    variants = {
+        "baseline": {"flags": {"greedy": True}},
+        "flipped": {"extends": "baseline", "flags": {"flip-fraction": 0.25}},
+    }
+    cfg = config(variants, levels=(1,))
+    cfg["correctness"] = {"prompts": 16, "max_tokens": 8}
+    run = run_snakemake(
+        tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = list(csv.DictReader(open(tmp_path / "results" / "correctness.csv")))
+    against = {
+        r["mode"]: r
+        for r in rows
+        if (r["variant"], r["compared_to_variant"]) == ("flipped", "baseline")
+    }
+    assert set(against) == {"one_at_a_time", "all_together"}
+    for r in against.values():
+        assert r["changes_outputs"] == "True"
+        assert 0 < float(r["exact_match_rate"]) < 1
+    same = [r for r in rows if r["variant"] == "baseline"]
+    assert same and all(r["changes_outputs"] == "False" for r in same)
+    html = (tmp_path / "results" / "report.html").read_text()
+    assert "changes outputs (exact match" in html
+    boot = json.loads((tmp_path / "results/cells/test/tiny/flipped/r0/cell.json").read_text())
+    assert boot["correctness"]["status"] == "done" and boot["correctness"]["prompts"] == 16

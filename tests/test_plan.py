@@ -34,6 +34,7 @@ def sweep_config(**benchmark) -> dict:
             "baseline": {"flags": {"tensor-parallel-size": 2}},
             "ep": {"extends": "baseline", "flags": {"enable-expert-parallel": True}},
         },
+        "correctness": False,  # its estimate has a test of its own
         "benchmark": {
             "levels": [1, 100],
             "warmup": 0,
@@ -266,3 +267,12 @@ def test_the_plan_asks_for_the_boots_the_last_verdicts_need(tmp_path):
     assert resolve.extra_wall_s == pytest.approx(5 * 2 * planned[0].estimate_s, abs=0.5)
     text = render(planned, ["s.yaml"], False, resolve)
     assert "Set benchmark.repeats: 7 to settle them; only the new boots run" in text
+
+
+def test_the_correctness_pass_is_in_the_estimate(tmp_path):
+    config = sweep_config()
+    config["correctness"] = {"prompts": 10, "max_tokens": 20}
+    with_pass = plan_sweep(load(config), Paths(tmp_path))[0].estimate_s
+    without = plan_sweep(load(sweep_config()), Paths(tmp_path))[0].estimate_s
+    # 10 prompts x 20 tokens at the default one-stream rate, and half that again.
+    assert with_pass - without == pytest.approx(1.5 * 10 * 20 / DEFAULT_STREAM_TOK_S, abs=0.1)

@@ -7,7 +7,9 @@ from pathlib import Path
 import pandas as pd
 
 from servesweep.config import Sweep
+from servesweep.jsonfile import read_json
 from servesweep.results.collect import Analysis, collect, load_cell
+from servesweep.results.correctness import sweep_rows, write_csv
 from servesweep.results.requests import RequestStore
 from servesweep.results.verdicts import compare, to_frame
 
@@ -22,16 +24,30 @@ def analysis_of(sweep: Sweep) -> Analysis:
     )
 
 
+def pass_records(cells: list[tuple[dict, Path]]) -> dict[tuple[str, str, str], dict]:
+    """Per cell, the correctness pass of its first boot that ran one (the pass is greedy:
+    every boot answers the same, so one boot speaks for the cell)."""
+    records: dict[tuple[str, str, str], dict] = {}
+    for cell, path in sorted(cells, key=lambda c: c[0].get("repeat", 0)):
+        key = (cell["stack"], cell["model"], cell["variant"])
+        record = read_json(Path(path).parent / "correctness.json")
+        if key not in records and record and record.get("modes"):
+            records[key] = record
+    return records
+
+
 def collect_and_judge(
-    cell_paths: list[Path], sweep: Sweep, summary_csv: Path, verdicts_csv: Path
+    cell_paths: list[Path],
+    sweep: Sweep,
+    summary_csv: Path,
+    verdicts_csv: Path,
+    correctness_csv: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     summary = collect(cell_paths, summary_csv, analysis_of(sweep))
-    dirs = {}
-    for path in cell_paths:
-        cell = load_cell(path)
-        dirs[(cell["stack"], cell["model"], cell["variant"], cell.get("repeat", 0))] = Path(
-            path
-        ).parent
+    cells = [(load_cell(path), path) for path in cell_paths]
+    dirs = {
+        (c["stack"], c["model"], c["variant"], c.get("repeat", 0)): Path(p).parent for c, p in cells
+    }
     verdicts = to_frame(
         compare(
             summary,
@@ -43,4 +59,13 @@ def collect_and_judge(
     )
     Path(verdicts_csv).parent.mkdir(parents=True, exist_ok=True)
     verdicts.to_csv(verdicts_csv, index=False)
+    if correctness_csv is not None:
+        rows = sweep_rows(
+            pass_records(cells),
+            must_match={v: sweep.must_match(v) for v in sweep.variants},
+            reference_stack=sweep.analysis.get("reference_stack") or next(iter(sweep.stacks)),
+            threshold=sweep.analysis["correctness_threshold"],
+            baseline=sweep.analysis["baseline"],
+        )
+        write_csv(Path(correctness_csv), rows)
     return summary, verdicts

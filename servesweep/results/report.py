@@ -18,7 +18,7 @@ import pandas as pd
 from servesweep import CLIENT_VERSION, METRICS_VERSION
 from servesweep.bench.metrics import CLIENT_BOUND_RATIO, CLIENT_CPU_SATURATED
 from servesweep.jsonfile import utc_now
-from servesweep.results import verdict_views, views
+from servesweep.results import correctness_views, verdict_views, views
 from servesweep.results.collect import load_cell, read_summary
 from servesweep.results.plots import metric_plot
 from servesweep.results.tables import ordered
@@ -48,6 +48,7 @@ def build_report(
     out_html: Path,
     settings: ReportSettings,
     current_client_version: str | None = None,
+    correctness_csv: Path | None = None,
 ) -> None:
     """Write one self-contained HTML report from summary.csv, verdicts.csv and the boots'
     cell.json."""
@@ -72,6 +73,8 @@ def build_report(
         c["model"] for c in cells if (c.get("model_manifest") or {}).get("synthetic")
     )
     boots = {(c["stack"], c["model"], c["variant"], c.get("repeat", 0)): c for c in cells}
+    answers = correctness_views.read_rows(correctness_csv)
+    flags = correctness_views.flagged_variants(answers)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
         autoescape=True,  # every string from the records is escaped, log tails included
@@ -97,9 +100,16 @@ def build_report(
         current_client_version=current,
         metrics_version=METRICS_VERSION,
         verdict_tables=verdict_views.verdict_tables(
-            df, verdicts, stacks, variants, settings.analysis["noise_cv"]
+            df,
+            verdicts,
+            stacks,
+            variants,
+            settings.analysis["noise_cv"],
+            flags,
+            views.accept_lengths(cells),
         ),
-        verdict_lines=verdict_views.verdict_lines(verdicts),
+        verdict_lines=verdict_views.verdict_lines(verdicts, flags=flags),
+        correctness=correctness_views.correctness_rows(answers),
         stack_lines=verdict_views.verdict_lines(verdicts, kind="stack"),
         stack_tables=verdict_views.stack_tables(verdicts),
         hints=verdict_views.resolve_hints(verdicts, settings.analysis["resolve_pct"]),

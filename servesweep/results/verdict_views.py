@@ -66,6 +66,8 @@ def verdict_tables(
     stacks: list[str],
     variants: list[str],
     noise_cv: float,
+    flags: dict | None = None,
+    accept: dict | None = None,
 ) -> list[dict]:
     """Per stack × model: variant × level of output tok/s, Δ % vs the baseline with its
     interval, and the verdict."""
@@ -85,6 +87,8 @@ def verdict_tables(
                     here = sub[(sub["variant"] == variant) & (sub["level"] == level)]
                     cell = _level_cell(here) if len(here) else {"text": "—", "n": 0}
                     cell["noisy"] = (cell.get("noisy_cv") or 0) > noise_cv
+                    length = (accept or {}).get((stack, model, variant, int(level)))
+                    cell["accept"] = None if length is None else f"{length:.2f}"
                     c = by.get((stack, model, variant, int(level)))
                     if c is not None:
                         cell.update(
@@ -101,7 +105,8 @@ def verdict_tables(
                             else int(c.repeats_needed),
                         )
                     cells.append(cell)
-                rows.append({"variant": variant, "cells": cells})
+                flag = (flags or {}).get((stack, model, variant))
+                rows.append({"variant": variant, "cells": cells, "flag": flag})
             tables.append({"stack": stack, "model": model, "levels": levels, "rows": rows})
     return tables
 
@@ -113,7 +118,9 @@ def _ranges(levels: list[int]) -> str:
     return str(levels[0]) if len(levels) == 1 else f"{levels[0]}–{levels[-1]}"
 
 
-def verdict_lines(verdicts: pd.DataFrame, kind: str = "variant") -> list[str]:
+def verdict_lines(
+    verdicts: pd.DataFrame, kind: str = "variant", flags: dict | None = None
+) -> list[str]:
     """One line per compared variant (or stack) in words, from the headline metric:
     "continuous-batching: +240 % at 10–1024 (faster), no significant change at 1"."""
     v = verdicts[(verdicts["metric"] == HEADLINE_METRIC) & (verdicts["kind"] == kind)]
@@ -136,7 +143,8 @@ def verdict_lines(verdicts: pd.DataFrame, kind: str = "variant") -> list[str]:
         against = rows["compared_stack"].iloc[0] if kind == "stack" else None
         who = f"{stack} vs {against} / {variant}" if against else variant
         where = f" ({stack} / {model})" if kind == "variant" else f" ({model})"
-        lines.append(f"{who}{where}: " + "; ".join(parts))
+        flag = (flags or {}).get((stack, model, variant))
+        lines.append(f"{who}{where}: " + "; ".join(parts) + (f"; but it {flag}" if flag else ""))
     return lines
 
 

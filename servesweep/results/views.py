@@ -243,6 +243,19 @@ def gpu_rows(cells: list[dict]) -> list[dict]:
     return rows
 
 
+def accept_lengths(cells: list[dict]) -> dict[tuple[str, str, str, int], float]:
+    """Speculative decoding's mean accept length per (stack, model, variant, level), from the
+    engine's snapshot after each level (servesweep.engines.base.HEADLINE_KEYS)."""
+    found: dict[tuple, list[float]] = {}
+    for c in cells:
+        for lev in c.get("levels") or []:
+            after = (lev.get("server_after") or {}).get("headline") or {}
+            value = after.get("spec_accept_length")
+            if isinstance(value, int | float) and lev.get("status") == "ok":
+                found.setdefault((*_key(c), lev["level"]), []).append(float(value))
+    return {k: sum(v) / len(v) for k, v in found.items()}
+
+
 def log_text(tail) -> str | None:
     if tail is None:
         return None
