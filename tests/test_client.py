@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from fixtures.raw_http import RawServer, chunked, completion_events, sse
 from fixtures.sse_server import WORDS, ServerProcess
+from fixtures.timing import NoiseProbe, timing_errors
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from servesweep.bench import client as cl
@@ -49,40 +50,6 @@ def client_core():
         os.sched_setaffinity(0, before)
 
 
-_PROBE = """
-import select, sys, time
-late = []
-while not select.select([sys.stdin], [], [], 0)[0]:  # until told to stop
-    t = time.perf_counter()
-    time.sleep(0.001)
-    late.append(time.perf_counter() - t - 0.001)
-late.sort()
-print(late[int(0.99 * (len(late) - 1))] * 1e3)
-"""
-
-
-class NoiseProbe:
-    """How late the machine wakes a sleeping process on the client's and the server's cores
-    while a level runs (p99, ms, the worse of the two): a floor under any client's
-    timestamps on a shared machine, which a quiet machine does not have."""
-
-    def __enter__(self):
-        self.procs = []
-        for core in sorted(os.sched_getaffinity(0))[:2]:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _PROBE],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            os.sched_setaffinity(proc.pid, {core})
-            self.procs.append(proc)
-        return self
-
-    def __exit__(self, *exc):
-        self.p99_ms = max(float(p.communicate("stop\n", timeout=30)[0]) for p in self.procs)
-
-
 @pytest.fixture(scope="module")
 def word_tokenizer():
     """Counts the fixture's words exactly: one token per ' tokN'."""
@@ -104,39 +71,6 @@ def run(server, tmp_path, script, ps, concurrency, warmup=0, **settings):
         summary = run_level(settings, ps, concurrency, warmup, path, concurrency, 0)
     records = [json.loads(line) for line in path.read_text().splitlines()]
     return summary, records, {t["prompt"]: t for t in server.truth()}
-
-
-def timing_errors(summary, records, truth, ps):
-    """Measured minus true, in ms, over the measured requests.
-
-    A request's clock starts at `sent`, stamped in the same synchronous step as the write
-    that sends it, so the truth of each metric is its end as the server wrote it: TTFT runs
-    from sent to the first content chunk's write, e2el to the last byte's write. The errors
-    are then those of the arrival stamps. `request` (sent -> the server read the request)
-    is not an error: it is part of TTFT by definition, and on a busy server mostly the
-    server being late to read; it only has to be positive (one clock for both processes)."""
-    origin = summary["clock_origin_ns"]
-    err = {k: [] for k in ("ttft", "e2el", "tpot", "itl", "delivery", "request")}
-    for r in records:
-        if r["warmup"]:
-            continue
-        t = truth[ps[r["index"]].text]
-        sent = origin + r["sent_s"] * 1e9
-        arrived = sent + np.array(r["chunk_times_ms"]) * 1e6
-        written = np.array(t["content_ns"], dtype=float)
-        err["delivery"].extend((arrived - written) / 1e6)
-        err["itl"].extend((np.diff(arrived) - np.diff(written)) / 1e6)
-        err["request"].append((t["recv_ns"] - sent) / 1e6)
-        err["ttft"].append(r["ttft_ms"] - (written[0] - sent) / 1e6)
-        err["e2el"].append(r["e2el_ms"] - (t["end_ns"] - sent) / 1e6)
-        true_tpot = (t["end_ns"] - written[0]) / 1e6 / (r["output_tokens"] - 1)
-        err["tpot"].append(r["tpot_ms"] - true_tpot)
-    out = {}
-    for name, values in err.items():
-        a = np.array(values)
-        p50, p90, p99 = np.percentile(np.abs(a), [50, 90, 99])
-        out[name] = {"p50": p50, "p90": p90, "p99": p99, "min": a.min(), "max": a.max()}
-    return out
 
 
 # ---- accuracy -------------------------------------------------------------------------------
