@@ -39,6 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from record import write_result  # noqa: E402
+
 from servesweep.bench import client as ours  # noqa: E402
 from servesweep.bench.workload import load_tokenizer, random_prompts  # noqa: E402
 
@@ -184,6 +186,7 @@ def main() -> None:
     parser.add_argument("--client-core", type=int, default=0)
     parser.add_argument("--model-dir", help="tokenizer dir (default: a synthetic model)")
     parser.add_argument("--clients", default="ours,ours-packed,ours-inline,bench_serving,rust")
+    parser.add_argument("--out", type=Path, help="default benchmarks/results/client_capacity.json")
     args = parser.parse_args()
 
     levels = [int(x) for x in args.levels.split(",")]
@@ -276,6 +279,12 @@ def main() -> None:
     a, b = med.get(("ours", 1024)), med.get(("bench_serving", 1024))
     ratio = a["tok_s"] / b["tok_s"] if a and b and b["tok_s"] else float("nan")
     print(f"ratio={ratio:.2f}")
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    rows = [{"client": n, "level": lv, **m} for (n, lv), m in med.items()]
+    runs = [{"client": n, "level": lv, "runs": rs} for (n, lv), rs in results.items()]
+    data = {"settings": settings, "medians": rows, "ours_over_bench_serving_1024": ratio}
+    path = write_result("client_capacity", {**data, "runs": runs}, args.out)
+    print(f"written to {path}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -38,6 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from record import write_result  # noqa: E402
 
 from servesweep.bench.client import ClientSettings, probe_generation, run_level  # noqa: E402
 from servesweep.bench.workload import load_tokenizer, random_prompts  # noqa: E402
@@ -112,6 +115,9 @@ def run_bench_serving(url, model, args, seed, tmp: Path) -> dict:
     cmd += ["--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len)]
     cmd += ["--random-range-ratio", "1", "--num-prompts", str(args.num_prompts)]
     cmd += ["--max-concurrency", str(args.concurrency), "--warmup-requests", "1"]
+    # Our readiness check has passed; its own polls /v1/models, which transformers 5.17
+    # answers with 500 for a local path.
+    cmd += ["--ready-check-timeout-sec", "0"]
     cmd += ["--seed", str(seed), "--output-file", str(out), "--disable-tqdm"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.update(PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
@@ -174,7 +180,9 @@ def interleaved(url, model, tokenizer, args, label, scripted=None) -> dict[str, 
     return results
 
 
-def report(results: dict[str, list[dict]], label: str, args) -> None:
+def report(results: dict[str, list[dict]], label: str, args) -> dict:
+    """Print the medians side by side; return them (with each run) for the JSON."""
+    out: dict = {"runs": results, "medians": {}}
     print()
     print(
         f"{label}: medians of {args.repeats} repeats; concurrency {args.concurrency}, "
@@ -194,9 +202,11 @@ def report(results: dict[str, list[dict]], label: str, args) -> None:
         pair = statistics.median(pairs)
         mark = "  <- over 3 %" if i < CHECKED and abs(diff) > TOLERANCE else ""
         print(f"{name:16s} {a:10.2f} {b:14.2f} {100 * diff:+7.2f}% {100 * pair:+9.2f}%{mark}")
+        out["medians"][name] = {"ours": a, "bench_serving": b, "diff": diff, "pair_diff": pair}
+    return out
 
 
-def scripted(model, tokenizer, args) -> None:
+def scripted(model, tokenizer, args) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     from fixtures.sse_server import ServerProcess as ScriptedServer
 
@@ -204,21 +214,21 @@ def scripted(model, tokenizer, args) -> None:
     with ScriptedServer(script) as srv:
         print(f"scripted server {srv.url}: {script}", flush=True)
         results = interleaved(srv.url, model, tokenizer, args, "scripted", srv)
-    report(results, "scripted", args)
+    out = report(results, "scripted", args)
     n = args.output_len
     per_request = (args.scripted_ttft_ms + (n - 1) * args.scripted_gap_ms) / 1e3
     print(
         f"truth: TTFT {args.scripted_ttft_ms:g} ms, TPOT {args.scripted_gap_ms:g} ms, "
         f"at most {args.concurrency * n / per_request:.1f} output tok/s (requests back to back)"
     )
+    return {**out, "script": script}
 
 
-def transformers(model, tokenizer, args) -> None:
+def transformers(model, tokenizer, args) -> dict:
     serve = Path(args.server_python).parent / "transformers"
     port = free_port()
     command = [str(serve), "serve", str(model), "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--device", "cpu", "--continuous-batching", "--cb-num-blocks", "512"]
-    command += ["--cb-block-size", "32", "--cb-max-batch-tokens", "2048"]
+    command += shlex.split(args.server_args)
     with tempfile.TemporaryDirectory() as tmp:
         print("$ " + " ".join(command), flush=True)
         server = ServerProcess(command, {}, Path(tmp) / "server.log", "127.0.0.1", port)
@@ -228,9 +238,9 @@ def transformers(model, tokenizer, args) -> None:
             boot = wait_ready(
                 server,
                 "/health",
-                "/v1/models",
+                None,  # transformers 5.17 answers /v1/models with 500 for a local path
                 str(model),
-                180,
+                args.boot_timeout_s,
                 generate=lambda left: asyncio.run(probe_generation(direct, "Hello", 4, left)),
                 log=lambda msg: None,
             )
@@ -242,7 +252,7 @@ def transformers(model, tokenizer, args) -> None:
                 proxy.stop()
             teardown = server.stop(grace_s=15)
             print(f"server stopped: {'clean' if teardown.clean else 'NOT clean'}")
-    report(results, "transformers serve", args)
+    return {**report(results, "transformers serve", args), "command": command, "boot_s": boot}
 
 
 def main() -> None:
@@ -258,17 +268,29 @@ def main() -> None:
     parser.add_argument("--output-len", type=int, default=128)
     parser.add_argument("--scripted-ttft-ms", type=float, default=100.0)
     parser.add_argument("--scripted-gap-ms", type=float, default=20.0)
+    parser.add_argument(
+        "--server-args",
+        default="--device cpu --continuous-batching --cb-num-blocks 512 --cb-block-size 32 "
+        "--cb-max-batch-tokens 2048",
+        help="transformers serve's flags after --port (on a GPU: --device cuda ...)",
+    )
+    parser.add_argument("--boot-timeout-s", type=float, default=180.0)
+    parser.add_argument("--out", type=Path, help="default benchmarks/results/parity.json")
     args = parser.parse_args()
 
     model = model_dir(args.model_dir)
     tokenizer = load_tokenizer(model)
     servers = args.servers.split(",")
+    if "transformers" in servers and not args.server_python:
+        raise SystemExit("--server-python is needed for the transformers server")
+    results = {}
     if "scripted" in servers:
-        scripted(model, tokenizer, args)
+        results["scripted"] = scripted(model, tokenizer, args)
     if "transformers" in servers:
-        if not args.server_python:
-            raise SystemExit("--server-python is needed for the transformers server")
-        transformers(model, tokenizer, args)
+        results["transformers"] = transformers(model, tokenizer, args)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    path = write_result("parity", {"settings": settings, "servers": results}, args.out)
+    print(f"written to {path}")
 
 
 if __name__ == "__main__":

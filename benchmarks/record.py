@@ -14,7 +14,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def commit() -> str | None:
-    """The checkout's commit, with `+dirty` when it has uncommitted changes."""
+    """The checkout's commit, with `+dirty` when it has uncommitted changes; on a copy without
+    git (the lent GPU machine), SERVESWEEP_COMMIT as the caller set it."""
+    if os.environ.get("SERVESWEEP_COMMIT"):
+        return os.environ["SERVESWEEP_COMMIT"]
     root = Path(__file__).resolve().parents[1]
     try:
         head = subprocess.run(
