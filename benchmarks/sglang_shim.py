@@ -9,6 +9,7 @@ load from the wheel) and the one torch-importing module they touch is stubbed.
     python benchmarks/sglang_shim.py sglang.benchmark.rust_client --backend sglang-oai ...
 """
 
+import importlib.machinery
 import importlib.util
 import runpy
 import sys
@@ -33,7 +34,13 @@ def install() -> None:
     utils.FAKE_BOOTSTRAP_HOST = "2.2.2.2"
     sys.modules["sglang.srt.disaggregation"] = disagg
     sys.modules["sglang.srt.disaggregation.utils"] = utils
-    # Dataset loaders for datasets we never use import these at module level.
+    # Dataset loaders for datasets we never use import these at module level. transformers
+    # probes for the same packages (find_spec, then their version): import its tokenizers
+    # first, so it has decided before the stand-ins exist.
+    try:
+        from transformers import AutoTokenizer, PreTrainedTokenizerBase  # noqa: F401
+    except ImportError:
+        pass
     for name in ("datasets",):
         if importlib.util.find_spec(name) is None:
             sys.modules[name] = _absent(name)
@@ -49,6 +56,11 @@ def _absent(name: str) -> types.ModuleType:
         return missing
 
     module.__getattr__ = __getattr__
+    # What a later probe reads (find_spec raises on a module without a spec); no file and
+    # no version is how transformers tells a stand-in from an install.
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    module.__file__ = None
+    module.__version__ = "N/A"
     return module
 
 
