@@ -4,14 +4,22 @@ Run BY the stack's own interpreter (`<stack python> stack_probe.py`), so it may 
 only the standard library; everything else is imported optionally.
 """
 
-import hashlib
-import importlib.metadata as md
-import json
-import platform
-import re
-import shutil
-import subprocess
+import os
 import sys
+
+# Run as a script, its own directory (the servesweep package) comes first on sys.path, and
+# servesweep/http.py would shadow the standard library's http for everything imported
+# after it: torch 2.11 with CUDA imports http.client and failed so on the H200.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+import hashlib  # noqa: E402
+import importlib.metadata as md  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
 
 
 def version(dist):

@@ -415,6 +415,28 @@ def test_probe_describes_the_interpreter_it_runs_in(tmp_path):
     assert len(facts["freeze_sha256"]) == 64
 
 
+def test_probe_imports_the_standard_library_not_the_package_beside_it(tmp_path, monkeypatch):
+    # torch 2.11 + CUDA imports http.client; run as a script from servesweep/, the probe
+    # found servesweep/http.py first and recorded torch as broken (seen on the H200).
+    fake = tmp_path / "site"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(
+        "import http.client\n"
+        "class version:\n    cuda = '13.0'\n"
+        "class cuda:\n"
+        "    is_available = staticmethod(lambda: False)\n"
+        "    device_count = staticmethod(lambda: 0)\n"
+    )
+    (fake / "torch-2.11.0.dist-info").mkdir()
+    (fake / "torch-2.11.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(fake))
+    facts = stacks.probe(sys.executable)
+    assert facts["torch_import_error"] is None
+    assert (facts["torch"], facts["torch_cuda"]) == ("2.11.0", "13.0")
+
+
 def test_probe_strips_terminal_escapes_from_the_topology():
     from servesweep import stack_probe
 
