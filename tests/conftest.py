@@ -2,7 +2,9 @@
 
 import json
 import os
+import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,36 @@ sys.path.insert(0, str(ROOT))
 
 # Built stacks and models are reused across test sessions (CI builds them once).
 CACHE = Path(os.environ.get("SERVESWEEP_TEST_CACHE", ROOT / ".cache" / "tests"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def slurm_controller_answers():
+    """Where Slurm's commands are installed, the SLURM executor plugin asks `scontrol show
+    config` each time Snakemake starts, and waits 10 s for a controller that is not
+    running: every workflow test would pay that. So the one-node local cluster
+    (tests/cluster) runs for the whole session where it can (root, Slurm installed), and
+    is stopped at the end if this session started it."""
+    if not shutil.which("scontrol"):
+        yield
+        return
+    sys.path.insert(0, str(ROOT / "tests" / "cluster"))
+    import localslurm
+
+    was_up = localslurm.is_up()
+    started = False
+    if not was_up:
+        try:
+            localslurm.up()
+            started = True
+        except Exception as error:  # not root, a daemon that would not start, ...
+            warnings.warn(
+                f"Slurm is installed but its controller is down ({error}): every Snakemake "
+                "start waits 10 s for it",
+                stacklevel=1,
+            )
+    yield
+    if started:
+        localslurm.down()
 
 
 @pytest.fixture(scope="session")
