@@ -15,10 +15,12 @@ from servesweep.config import load_file
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
 GPU_EXAMPLES = ["kimi-k2.5-eagle3.yaml", "glm5-nvfp4.yaml"]
+# The one example run on a lent GPU (benchmarks/gpu_run.sh): transformers serve on CUDA.
+H200_EXAMPLE = "h200-transformers.yaml"
 
 
 def test_the_examples_are_shipped():
-    assert {p.name for p in EXAMPLES} == {*GPU_EXAMPLES, "vllm-cpu.yaml"}
+    assert {p.name for p in EXAMPLES} == {*GPU_EXAMPLES, H200_EXAMPLE, "vllm-cpu.yaml"}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -30,7 +32,8 @@ def test_example_validates_and_resolves(path):
         assert spec["command"][1:3] in (
             ["-m", "sglang.launch_server"],
             ["-m", "vllm.entrypoints.openai.api_server"],
-        )
+            ["serve", "<model>"],  # transformers serve
+        ), spec["command"]
     for stack in sweep.stacks.values():
         spec_file = stack.get("requirements") or stack.get("env_file")
         if spec_file:
@@ -47,6 +50,18 @@ def test_gpu_examples_sweep_the_seed_levels_on_both_cuda_stacks(name):
     }
     assert all(sweep.gpus(v) == 8 for v in sweep.variants)
     assert all(v["engine"] == "sglang" for v in sweep.variants.values())
+
+
+def test_h200_example_sweeps_two_stacks_and_two_gpu_variants_on_one_gpu():
+    sweep = load_file(ROOT / "config" / "examples" / H200_EXAMPLE)
+    assert sweep.benchmark["levels"] == [1, 10, 256, 1024]
+    assert sweep.benchmark["repeats"] >= 2
+    assert len(sweep.stacks) == 2
+    assert all(s["kind"] == "existing" for s in sweep.stacks.values())
+    assert all(sweep.gpus(v) == 1 for v in sweep.variants)
+    for stack, model, variant in sweep.cells:
+        command = sweep.spec(stack, model, variant)["command"]
+        assert command[command.index("--device") + 1] == "cuda", command
 
 
 def requirement_pins(path: Path) -> dict[str, str]:
