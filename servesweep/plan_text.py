@@ -24,6 +24,10 @@ from servesweep.plan import (
     resolve_suggestion,
 )
 
+# Past this many boots a cell, asking for more repeats is the wrong advice (the H200 sweep's
+# noisy comparisons asked for 346): the boots' scatter is the problem.
+PRACTICAL_REPEATS = 20
+
 
 def duration(seconds: float) -> str:
     """1 h 05 min, 12 min 30 s, 45 s."""
@@ -110,6 +114,12 @@ def render(
             f"±{resolve_pct:g} %. Set benchmark.repeats: {resolve.repeats} to settle them; only "
             f"the new boots run (about {duration(resolve.extra_wall_s)} more).",
         ]
+        if resolve.repeats > PRACTICAL_REPEATS:
+            lines.append(
+                f"More than {PRACTICAL_REPEATS} boots a cell means the boots scatter more than "
+                "repeats can cure: see the comparisons flagged noisy in the report (CV across "
+                "boots); quieter boots, or a wider analysis.resolve_pct, settle them sooner."
+            )
     lines += ["", "Launch commands (port <auto>: a free port picked at launch):"]
     seen = set()
     for p in planned:

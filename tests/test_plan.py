@@ -267,6 +267,9 @@ def test_the_plan_asks_for_the_boots_the_last_verdicts_need(tmp_path):
     assert resolve.extra_wall_s == pytest.approx(5 * 2 * planned[0].estimate_s, abs=0.5)
     text = render(planned, ["s.yaml"], False, resolve)
     assert "Set benchmark.repeats: 7 to settle them; only the new boots run" in text
+    assert "scatter more than repeats can cure" not in text
+    many = resolve._replace(repeats=346)
+    assert "scatter more than repeats can cure" in render(planned, ["s.yaml"], False, many)
 
 
 def test_the_correctness_pass_is_in_the_estimate(tmp_path):
