@@ -159,6 +159,7 @@ class Sweep:
     benchmark: dict
     retries: dict
     analysis: dict
+    gpu_slots: dict
     raw: dict
 
     @property
@@ -349,6 +350,7 @@ def load(config: dict) -> Sweep:
         benchmark=config["benchmark"],
         retries=config["retries"],
         analysis=config["analysis"],
+        gpu_slots=config["gpu_slots"],
         raw=copy.deepcopy(config),
     )
 
