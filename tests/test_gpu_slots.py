@@ -162,3 +162,38 @@ def test_a_bad_host_gpus_is_one_line_naming_the_key(value):
     with pytest.raises(ConfigError) as err:
         load(cfg)
     assert "gpu_slots.host_gpus" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_multicast_stays_off_unless_the_variant_says_otherwise():
+    from servesweep.server_env import comm_env, server_env, workflow_env
+
+    gpus = {"CUDA_VISIBLE_DEVICES": "1"}
+    assert server_env({}, gpus) == {
+        "NCCL_NVLS_ENABLE": "0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
+        "CUDA_VISIBLE_DEVICES": "1",
+    }
+    # The variant's own value wins over the default; the held GPUs win over the variant's.
+    variant = {"NCCL_NVLS_ENABLE": "1", "CUDA_VISIBLE_DEVICES": "0,1,2"}
+    env = server_env(variant, gpus)
+    assert env["NCCL_NVLS_ENABLE"] == "1" and env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "NCCL_NVLS_ENABLE" not in workflow_env(variant, gpus)
+    assert comm_env({"NCCL_IB_HCA": "mlx5", "PATH": "/bin", "TORCH_SYMM_X": "1"}) == {
+        "NCCL_IB_HCA": "mlx5",
+        "TORCH_SYMM_X": "1",
+    }
+
+
+def test_gpu_slots_is_in_no_spec():
+    from fixtures.configs import base_config
+
+    from servesweep.config import spec_json
+
+    plain = load(base_config())
+    cfg = base_config()
+    cfg["gpu_slots"] = {"host_gpus": [0, 3], "lock_dir": "/elsewhere", "wait_s": 5}
+    slotted = load(cfg)
+    for cell in plain.cells:
+        assert spec_json(plain.spec(*cell)) == spec_json(slotted.spec(*cell))
+        assert "gpu_slots" not in spec_json(plain.spec(*cell))

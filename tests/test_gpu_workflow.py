@@ -1,0 +1,112 @@
+"""GPU slots through the real workflow, with fake GPUs: Snakemake's `gpu` resource decides
+how many cells run side by side, the slots which GPUs each one's server sees."""
+
+import datetime as dt
+import json
+import os
+import re
+
+import pytest
+from fixtures.faults import config, fault_servers_running, write
+from fixtures.workflow import run_snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+def span(cell: dict) -> tuple[float, float]:
+    return tuple(
+        dt.datetime.fromisoformat(cell[k]).timestamp() for k in ("started_at", "finished_at")
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpu_resource", "host_gpus"), [(2, 2), (2, 1)], ids=["side-by-side", "locks-serialize"]
+)
+def test_one_gpu_cells_run_on_their_own_gpus(tmp_path, gpu_resource, host_gpus):
+    # Slow enough (20 requests x 8 tokens x 25 ms, ~4 s a level) to overlap when parallel.
+    variants = {
+        "baseline": {"gpus": 1, "flags": {"gap-ms": 25}},
+        "b": {"gpus": 1, "flags": {"gap-ms": 25}, "env": {"NCCL_DEBUG": "WARN"}},
+    }
+    slots = {"host_gpus": host_gpus, "lock_dir": str(tmp_path / "slots"), "wait_s": 120}
+    cfg = config(variants, levels=(1,), min_prompts=20, gpu_slots=slots)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    run = run_snakemake(
+        tmp_path,
+        "results/cells/test/tiny/baseline/r0/cell.json",
+        "results/cells/test/tiny/b/r0/cell.json",
+        "--cores",
+        "2",
+        "--resources",
+        f"gpu={gpu_resource}",
+        "--configfile",
+        write(tmp_path, cfg),
+        env=env,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert not fault_servers_running(tmp_path)
+    cells, seen = {}, {}
+    for v in variants:
+        cell_dir = tmp_path / "results/cells/test/tiny" / v / "r0"
+        cells[v] = json.loads((cell_dir / "cell.json").read_text())
+        assert cells[v]["status"] == "ok", cells[v]["failure"]
+        # What the server process itself saw.
+        line = re.search(r"fault server env (\{.*\})", (cell_dir / "server.log").read_text())
+        seen[v] = json.loads(line.group(1))
+    a, b = cells["baseline"], cells["b"]
+    for v, cell in cells.items():
+        slots_rec = cell["gpu_slots"]
+        assert slots_rec["source"] == "config" and len(slots_rec["held"]) == 1
+        assert seen[v]["CUDA_VISIBLE_DEVICES"] == slots_rec["cuda_visible_devices"]
+        # NVLink multicast off in every server, recorded outside the spec.
+        for key, value in {
+            "NCCL_NVLS_ENABLE": "0",
+            "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+            "NVSHMEM_DISABLE_NVLS": "1",
+        }.items():
+            assert seen[v][key] == value and cell["workflow_env"][key] == value
+            assert key not in json.dumps(cell["spec"])
+        assert cell["comm_env"] == seen[v]
+    assert seen["b"]["NCCL_DEBUG"] == "WARN" and "NCCL_DEBUG" not in seen["baseline"]
+    (a0, a1), (b0, b1) = span(a), span(b)
+    overlap = a0 < b1 and b0 < a1
+    if host_gpus == 2:
+        assert overlap, (span(a), span(b))
+        assert {a["gpu_slots"]["cuda_visible_devices"], b["gpu_slots"]["cuda_visible_devices"]} == {
+            "0",
+            "1",
+        }
+    else:
+        # Snakemake would run both (gpu=2), but the host has one GPU: the second cell
+        # waits for it rather than sharing it.
+        assert a["gpu_slots"]["held"] == b["gpu_slots"]["held"] == ["0"]
+        assert max(a["gpu_slots"]["waited_s"], b["gpu_slots"]["waited_s"]) > 1
+        # Server lifetimes (not the records' spans, which start before the wait) are apart.
+        first, second = sorted((a, b), key=lambda c: c["gpu_slots"]["waited_s"])
+        assert span(first)[1] <= span(second)[1]
+
+
+def test_a_cell_needing_more_gpus_than_the_host_has_is_a_failed_result(tmp_path):
+    variants = {"baseline": {"flags": {}}, "tp4": {"gpus": 4, "flags": {}}}
+    slots = {"host_gpus": 2, "lock_dir": str(tmp_path / "slots")}
+    cfg = config(variants, levels=(1,), gpu_slots=slots)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    run = run_snakemake(
+        tmp_path,
+        "results/report.html",
+        "--cores",
+        "1",
+        "--configfile",
+        write(tmp_path, cfg),
+        env=env,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    cell = json.loads((tmp_path / "results/cells/test/tiny/tp4/r0/cell.json").read_text())
+    assert cell["status"] == "failed" and cell["gpu_slots"] is None
+    failure = cell["failure"]
+    assert (failure["stage"], failure["cause"]) == ("launch", "gpu_slots")
+    assert "needs 4 GPU(s)" in failure["message"] and "gpu_slots.host_gpus" in failure["message"]
+    base = json.loads((tmp_path / "results/cells/test/tiny/baseline/r0/cell.json").read_text())
+    # The baseline holds no GPU of a host that has some: it sees none.
+    assert base["status"] == "ok" and base["gpu_slots"]["cuda_visible_devices"] == ""
+    assert "gpu_slots" in (tmp_path / "results" / "report.html").read_text()
