@@ -23,6 +23,7 @@ from servesweep.plan import (
     plan_sweep,
     resolve_suggestion,
 )
+from servesweep.server_env import MULTICAST_OFF
 
 
 def duration(seconds: float) -> str:
@@ -110,7 +111,13 @@ def render(
             f"±{resolve_pct:g} %. Set benchmark.repeats: {resolve.repeats} to settle them; only "
             f"the new boots run (about {duration(resolve.extra_wall_s)} more).",
         ]
-    lines += ["", "Launch commands (port <auto>: a free port picked at launch):"]
+    lines += [
+        "",
+        "Launch commands (port <auto>: a free port picked at launch). Every server also gets "
+        "CUDA_VISIBLE_DEVICES of the GPUs its cell holds and, unless its env sets them, "
+        + " ".join(f"{k}={v}" for k, v in MULTICAST_OFF.items())
+        + " (NVLink multicast off):",
+    ]
     seen = set()
     for p in planned:
         if (p.stack, p.model, p.variant) in seen:

@@ -34,6 +34,9 @@ class StackManifest(TypedDict, total=False):
     driver: str | None
     nvcc: str | None
     topology: str | None
+    gpu_links: dict[str, str] | None  # {"0-1": "NV18", …} from the topology matrix
+    nvlink: dict[str, dict] | None  # per GPU {links, active, total_gb_s}
+    comm_env: dict[str, str]  # NCCL_*, NVSHMEM_*, TORCH_SYMM*, … in the stack's environment
     freeze_sha256: str
     freeze_count: int
     sgl_kernel: str | None
