@@ -89,6 +89,28 @@ class GpuLease(NamedTuple):
         }
 
 
+# Engine flags whose product is how many GPUs one server spreads over (SGLang, vLLM).
+TENSOR_FLAGS = ("tp", "tp-size", "tensor-parallel-size")
+PIPELINE_FLAGS = ("pp", "pp-size", "pipeline-parallel-size")
+
+
+def parallel_gpus(flags: dict) -> tuple[int, str]:
+    """The GPUs a variant's parallelism flags need (tensor x pipeline), and how it reads."""
+
+    def size(names):
+        for name in names:
+            value = flags.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value, name
+            if isinstance(value, str) and value.isdigit():
+                return int(value), name
+        return 1, None
+
+    (tp, tp_name), (pp, pp_name) = size(TENSOR_FLAGS), size(PIPELINE_FLAGS)
+    said = " x ".join(f"{name} {n}" for n, name in ((tp, tp_name), (pp, pp_name)) if name)
+    return tp * pp, said
+
+
 def detected_gpus() -> int | None:
     """How many GPUs this host has: NVML's count, else `nvidia-smi -L`'s; None: no GPU."""
     from servesweep.telemetry import _nvml

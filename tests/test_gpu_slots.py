@@ -197,3 +197,25 @@ def test_gpu_slots_is_in_no_spec():
     for cell in plain.cells:
         assert spec_json(plain.spec(*cell)) == spec_json(slotted.spec(*cell))
         assert "gpu_slots" not in spec_json(plain.spec(*cell))
+
+
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        ({"flags": {"tp": 4}}, "variants.tp4.gpus: the cell holds 0 GPU(s) but its flags (tp 4)"),
+        (
+            {"gpus": 2, "flags": {"tensor-parallel-size": 2, "pipeline-parallel-size": 2}},
+            "(tensor-parallel-size 2 x pipeline-parallel-size 2) spread the server over 4",
+        ),
+    ],
+)
+def test_a_cell_holding_fewer_gpus_than_its_parallelism_is_refused(variant, message):
+    from fixtures.configs import base_config
+
+    cfg = base_config()
+    cfg["variants"]["tp4"] = {"extends": "baseline", **variant}
+    with pytest.raises(ConfigError) as err:
+        load(cfg)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    cfg["variants"]["tp4"]["gpus"] = 4
+    assert load(cfg).gpus("tp4") == 4
