@@ -112,3 +112,21 @@ def test_a_cell_needing_more_gpus_than_the_host_has_is_a_failed_result(tmp_path)
     # The baseline holds no GPU of a host that has some: it sees none.
     assert base["status"] == "ok" and base["gpu_slots"]["cuda_visible_devices"] == ""
     assert "gpu_slots" in (tmp_path / "results" / "report.html").read_text()
+
+
+def test_each_cell_asks_snakemake_for_its_variants_gpus(tmp_path):
+    variants = {
+        "baseline": {"flags": {}},
+        "tp2": {"gpus": 2, "flags": {"tp": 2}},
+        "tp4": {"extends": "tp2", "gpus": 4, "flags": {"tp": 4}},
+    }
+    cfg = config(variants, levels=(1,))
+    dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
+    assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]
+    asked = {}
+    for block in re.split(r"\n(?=rule \w+:)", dry.stdout):
+        if block.startswith("rule run_cell:"):
+            variant = re.search(r"variant=([\w.-]+)", block).group(1)
+            gpu = re.search(r"resources: .*?\bgpu=(\d+)", block)
+            asked[variant] = int(gpu.group(1)) if gpu else 0
+    assert asked == {"baseline": 0, "tp2": 2, "tp4": 4}
