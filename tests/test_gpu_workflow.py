@@ -130,3 +130,46 @@ def test_each_cell_asks_snakemake_for_its_variants_gpus(tmp_path):
             gpu = re.search(r"resources: .*?\bgpu=(\d+)", block)
             asked[variant] = int(gpu.group(1)) if gpu else 0
     assert asked == {"baseline": 0, "tp2": 2, "tp4": 4}
+
+
+def test_a_cell_killed_with_sigkill_leaves_its_gpu_free(tmp_path):
+    import signal
+    import subprocess
+
+    from fixtures.faults import job_log_pids, wait_for
+    from fixtures.workflow import snakemake_cmd
+
+    from servesweep.gpu_slots import SlotsUnavailable, hold
+    from servesweep.procs import group_members
+
+    slots = {"host_gpus": 1, "lock_dir": str(tmp_path / "slots"), "wait_s": 30}
+    # 40 requests x 8 tokens x 40 ms: a level is in progress when the job dies.
+    cfg = config(
+        {"baseline": {"gpus": 1, "flags": {"gap-ms": 40}}},
+        levels=(1,),
+        min_prompts=40,
+        gpu_slots=slots,
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    target = "results/cells/test/tiny/baseline/r0/cell.json"
+    cmd = snakemake_cmd(tmp_path, target, "--cores", "1", "--configfile", write(tmp_path, cfg))
+    owner = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True
+    )
+    job_log = tmp_path / "results/logs/run_cell/test/tiny/baseline/r0.log"
+    try:
+        job_pid, server_pid = wait_for(lambda: job_log_pids(job_log), 60, "the level to start")
+        quick = {**slots, "wait_s": 0.3}
+        with pytest.raises(SlotsUnavailable, match="held: 0"):
+            with hold(1, quick, environ={}, log=lambda m: None):
+                pass
+        os.kill(job_pid, signal.SIGKILL)  # no teardown: the watchdog ends the server
+        wait_for(lambda: not group_members(server_pid), 30, "the server's group to end")
+        owner.wait(timeout=60)
+    finally:
+        if owner.poll() is None:
+            os.killpg(owner.pid, signal.SIGKILL)
+            owner.wait()
+    assert not fault_servers_running(tmp_path)
+    with hold(1, {**slots, "wait_s": 10}, environ={}, log=lambda m: None) as lease:
+        assert lease.held == ["0"]
