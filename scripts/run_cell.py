@@ -25,6 +25,7 @@ def _terminate(signum, frame):
 signal.signal(signal.SIGTERM, _terminate)
 
 sm = snakemake  # noqa: F821
+sweep = load(sm.config)
 with job_logger(sm.log.job) as log:
     run_cell(
         spec=json.loads(sm.params.spec),
@@ -38,5 +39,7 @@ with job_logger(sm.log.job) as log:
         # When SLURM (or the `runtime` resource) will end this job; not a param either.
         deadline=job_deadline(sm.resources.get("runtime"), STARTED),
         # Not a param: tuning retries must not rerun measured cells.
-        boot_retries=load(sm.config).retries["boot"],
+        boot_retries=sweep.retries["boot"],
+        # Which GPUs the server gets on this host; not a param either.
+        gpu_slots=sweep.gpu_slots,
     )

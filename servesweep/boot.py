@@ -16,6 +16,7 @@ from servesweep.correctness import run_correctness
 from servesweep.engines import get_engine, launch_command, launch_env
 from servesweep.engines.prometheus import counter_delta
 from servesweep.failures import log_tail, read_log
+from servesweep.gpu_slots import GpuLease
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.layout import level_name
 from servesweep.levels import level_plan, make_prompts
@@ -23,6 +24,7 @@ from servesweep.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.records import CellRecord, LevelSummary, new_cell_record
 from servesweep.scheduler import time_limit_margin
 from servesweep.server import ServerProcess, port_is_free
+from servesweep.server_env import comm_env, server_env, workflow_env
 from servesweep.telemetry import GpuSampler, joules_per_token, visible_indices
 
 LOG_TAIL_LINES = 50
@@ -82,6 +84,17 @@ class CellRun:
             model_manifest,
             self.plan,
         )
+        self.use_gpus(None)
+
+    def use_gpus(self, lease: GpuLease | None) -> None:
+        """The server gets the lease's GPUs (and inherits its locks), NVLink multicast off
+        unless the variant says otherwise; the record says what was set outside the spec."""
+        spec_env, gpu_env = self.record["env"], lease.env() if lease else {}
+        self.lease = lease
+        self.server_env = server_env(spec_env, gpu_env)
+        self.record["gpu_slots"] = lease.as_record() if lease else None
+        self.record["workflow_env"] = workflow_env(spec_env, gpu_env)
+        self.record["comm_env"] = comm_env({**os.environ, **self.server_env})
 
     def fail(self, stage: str, cause: str, message: str, level=None, repeat=None) -> None:
         self.record["status"] = "failed"
@@ -113,7 +126,12 @@ class CellRun:
             return None
         try:
             server = ServerProcess(
-                self.record["command"], self.record["env"], self.server_log, self.host, port
+                self.record["command"],
+                self.server_env,
+                self.server_log,
+                self.host,
+                port,
+                pass_fds=self.lease.fds if self.lease else (),
             )
         except OSError as exc:
             command = self.record["command"][0]
@@ -189,8 +207,10 @@ class CellRun:
             )
 
     def run_levels(self, server: ServerProcess) -> None:
-        # NVML numbers GPUs physically; follow CUDA_VISIBLE_DEVICES when the cell has one.
-        gpu_indices = visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        # NVML numbers GPUs physically; follow the server's CUDA_VISIBLE_DEVICES.
+        gpu_indices = visible_indices(
+            self.server_env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+        )
         probe_s = min(LIVENESS_PROBE_MAX_S, self.spec["benchmark"]["stall_timeout_s"])
         for index, (level, in_boot) in enumerate(self.plan):
             unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)

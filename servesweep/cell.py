@@ -13,7 +13,9 @@ import shutil
 from pathlib import Path
 
 from servesweep.boot import CellRun
+from servesweep.config import schema
 from servesweep.failures import BOOT_RETRY_CAUSES
+from servesweep.gpu_slots import SlotsUnavailable, hold
 from servesweep.records import CellRecord
 from servesweep.server import free_port
 
@@ -29,6 +31,7 @@ def run_cell(
     boot_retries: int = 0,
     repeat: int = 0,
     deadline: float | None = None,
+    gpu_slots: dict | None = None,
 ) -> CellRecord:
     """Measure one boot of a cell; write out_dir/cell.json and out_dir/levels/*; return the
     record.
@@ -36,7 +39,10 @@ def run_cell(
     `repeat` is which boot of the cell this is (recorded); `attempt` counts reruns of a failed
     boot; `boot_retries` is how many more launches a boot failure gets within this job (only
     for causes a relaunch may cure); `deadline` (time.time) is when the job will be killed: the
-    cell ends itself a margin before it, with cause time_limit (servesweep.scheduler).
+    cell ends itself a margin before it, with cause time_limit (servesweep.scheduler);
+    `gpu_slots` (the config's, else the schema's defaults) says where the cell takes its GPUs
+    (servesweep.gpu_slots): held for every launch of this job, or the cell fails at launch
+    with cause gpu_slots.
     """
     levels_dir = Path(out_dir) / "levels"
     if levels_dir.exists():
@@ -50,13 +56,33 @@ def run_cell(
     run = CellRun(
         spec, stack_manifest, model_manifest, out_dir, server_log, log, attempt, repeat, deadline
     )
-    server_cfg = spec["server"]
-    auto_port = server_cfg["port"] == "auto"
     log(
         f"cell {run.record['stack']}/{run.record['model']}/{run.record['variant']} boot "
         f"r{repeat}, spec {run.record['spec_hash']}"
     )
     log(f"run_cell owner pid {os.getpid()}, attempt {attempt}")
+    cell = f"{run.record['stack']}/{run.record['model']}/{run.record['variant']} r{repeat}"
+    try:
+        with hold(spec["gpus"], gpu_slots or default_gpu_slots(), cell, log=log) as lease:
+            run.use_gpus(lease)
+            if lease.cuda_visible_devices is not None:
+                log(f"GPUs held: CUDA_VISIBLE_DEVICES={lease.cuda_visible_devices!r}")
+            _boots(run, server_log, boot_retries, log)
+    except SlotsUnavailable as exc:
+        run.fail("launch", "gpu_slots", str(exc))
+    return run.finish()
+
+
+def default_gpu_slots() -> dict:
+    """The schema's defaults of `gpu_slots` (for callers without a sweep)."""
+    keys = schema()["properties"]["gpu_slots"]["properties"]
+    return {key: value["default"] for key, value in keys.items()}
+
+
+def _boots(run: CellRun, server_log: Path, boot_retries: int, log) -> None:
+    """Launch and measure, relaunching after a boot failure a relaunch may cure."""
+    server_cfg = run.spec["server"]
+    auto_port = server_cfg["port"] == "auto"
     for boot_try in range(boot_retries + 1):
         if boot_try:
             with server_log.open("ab") as handle:
@@ -77,4 +103,3 @@ def run_cell(
             if boot_try < boot_retries:
                 log(f"not relaunching: a boot that failed with {cause} would fail again")
             break
-    return run.finish()

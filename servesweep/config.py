@@ -20,6 +20,7 @@ import yaml
 
 from servesweep import CLIENT_VERSION
 from servesweep.engines import ENGINES, get_engine
+from servesweep.gpu_slots import parallel_gpus
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
@@ -159,6 +160,7 @@ class Sweep:
     benchmark: dict
     retries: dict
     analysis: dict
+    gpu_slots: dict
     raw: dict
 
     @property
@@ -304,6 +306,13 @@ def check_semantics(config: dict) -> None:
             )
         except ValueError as exc:
             raise ConfigError(f"config: variants.{name}.flags: {exc}") from None
+        needed, said = parallel_gpus(variant["flags"])
+        gpus = config["server"]["gpus"] if variant["gpus"] is None else variant["gpus"]
+        if needed > 1 and gpus < needed:
+            raise ConfigError(
+                f"config: variants.{name}.gpus: the cell holds {gpus} GPU(s) but its flags "
+                f"({said}) spread the server over {needed}; set gpus: {needed}"
+            )
     for name, stack in config["stacks"].items():
         if stack["kind"] == "venv" and "requirements" not in stack:
             raise ConfigError(f"config: stacks.{name}.requirements: required for kind venv")
@@ -349,6 +358,7 @@ def load(config: dict) -> Sweep:
         benchmark=config["benchmark"],
         retries=config["retries"],
         analysis=config["analysis"],
+        gpu_slots=config["gpu_slots"],
         raw=copy.deepcopy(config),
     )
 

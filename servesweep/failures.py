@@ -24,6 +24,7 @@ CAUSES = (
     "hung",
     "http_errors",
     "time_limit",
+    "gpu_slots",
     "unknown",
 )
 

@@ -23,6 +23,7 @@ from servesweep.plan import (
     plan_sweep,
     resolve_suggestion,
 )
+from servesweep.server_env import MULTICAST_OFF
 
 # Past this many boots a cell, asking for more repeats is the wrong advice (the H200 sweep's
 # noisy comparisons asked for 346): the boots' scatter is the problem.
@@ -120,7 +121,13 @@ def render(
                 "repeats can cure: see the comparisons flagged noisy in the report (CV across "
                 "boots); quieter boots, or a wider analysis.resolve_pct, settle them sooner."
             )
-    lines += ["", "Launch commands (port <auto>: a free port picked at launch):"]
+    lines += [
+        "",
+        "Launch commands (port <auto>: a free port picked at launch). Every server also gets "
+        "CUDA_VISIBLE_DEVICES of the GPUs its cell holds and, unless its env sets them, "
+        + " ".join(f"{k}={v}" for k, v in MULTICAST_OFF.items())
+        + " (NVLink multicast off):",
+    ]
     seen = set()
     for p in planned:
         if (p.stack, p.model, p.variant) in seen:

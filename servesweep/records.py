@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from servesweep import CLIENT_VERSION
+from servesweep.gpu_slots import GpuSlotRecord
 from servesweep.jsonfile import utc_now
 from servesweep.scheduler import scheduler_info
 
@@ -33,6 +34,9 @@ class StackManifest(TypedDict, total=False):
     driver: str | None
     nvcc: str | None
     topology: str | None
+    gpu_links: dict[str, str] | None  # {"0-1": "NV18", …} from the topology matrix
+    nvlink: dict[str, dict] | None  # per GPU {links, active, total_gb_s}
+    comm_env: dict[str, str]  # NCCL_*, NVSHMEM_*, TORCH_SYMM*, … in the stack's environment
     freeze_sha256: str
     freeze_count: int
     sgl_kernel: str | None
@@ -215,6 +219,9 @@ class CellRecord(TypedDict):
     scheduler: dict | None  # the SLURM job that measured it (servesweep.scheduler)
     correctness: dict | None  # the pass's summary, or {status: skipped, why}
     deadline: float | None  # when that job was to be killed (epoch s); None: no limit
+    gpu_slots: GpuSlotRecord | None  # the GPUs it held (servesweep.gpu_slots)
+    workflow_env: dict[str, str]  # set for the server outside the spec (servesweep.server_env)
+    comm_env: dict[str, str]  # NCCL_*, NVSHMEM_*, TORCH_SYMM*, … the server got
     started_at: str
     finished_at: str | None
     stack_manifest: StackManifest

@@ -78,6 +78,7 @@ class ServerProcess:
         host: str,
         port: int,
         cwd: Path | None = None,
+        pass_fds: tuple[int, ...] = (),
     ):
         self.command = command
         self.host = host
@@ -94,6 +95,8 @@ class ServerProcess:
             cwd=cwd,
             start_new_session=True,
             preexec_fn=_set_parent_death_signal,
+            # The GPU slots' locks (servesweep.gpu_slots): held while the server lives.
+            pass_fds=pass_fds,
         )
         self.pgid = self.proc.pid  # the leader of a new session leads its group
         self._known = {self.proc.pid}

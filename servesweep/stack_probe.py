@@ -117,12 +117,74 @@ def driver_cuda():
     return match.group(1) if match else None
 
 
+# The communication variables a manifest records (servesweep.server_env.COMM_PREFIXES and
+# COMM_NAMES; this file may import only the standard library, a test keeps them equal).
+COMM_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_NCCL_", "TORCH_SYMM")
+COMM_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+GPU_NAME = re.compile(r"GPU(\d+)$")
+LINK = re.compile(r"(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|N/A)$")
+
+
+def gpu_links(topology):
+    """The link between each pair of GPUs in `nvidia-smi topo -m`'s matrix, as
+    {"0-1": "NV18", ...} (lower index first); None without a matrix or with one GPU.
+
+    The GPU columns come first in the header, then NICs and the affinity columns; cells
+    are tab- or space-separated depending on the driver (and on where a sample was copied)."""
+    columns, links = None, {}
+    for line in plain(topology or "").splitlines():
+        tokens = line.split()
+        if not tokens or not GPU_NAME.match(tokens[0]):
+            continue
+        if columns is None:  # the header: GPU0 GPU1 ... NIC0 ... CPU Affinity ...
+            columns = []
+            for token in tokens:
+                if not GPU_NAME.match(token):
+                    break
+                columns.append(GPU_NAME.match(token).group(1))
+            continue
+        row = GPU_NAME.match(tokens[0]).group(1)
+        for col, cell in zip(columns, tokens[1:], strict=False):
+            if LINK.match(cell) and cell != "X" and int(row) < int(col):
+                links[f"{row}-{col}"] = cell
+    return links or None
+
+
+def nvlink_status(text):
+    """`nvidia-smi nvlink --status` per GPU: {"0": {"links", "active", "total_gb_s"}};
+    None where it says nothing (no NVLink, or an older driver)."""
+    out, gpu = {}, None
+    for line in plain(text or "").splitlines():
+        head = re.match(r"\s*GPU (\d+):", line)
+        if head:
+            gpu = out.setdefault(head.group(1), {"links": 0, "active": 0, "total_gb_s": 0.0})
+            continue
+        link = re.match(r"\s*Link \d+:\s*(.*)", line)
+        if link and gpu is not None:
+            gpu["links"] += 1
+            speed = re.match(r"([0-9.]+)\s*GB/s", link.group(1))
+            if speed:
+                gpu["active"] += 1
+                gpu["total_gb_s"] = round(gpu["total_gb_s"] + float(speed.group(1)), 3)
+    return {k: v for k, v in out.items() if v["links"]} or None
+
+
+def comm_env():
+    """NCCL's, NVSHMEM's and PyTorch's communication variables in the stack's environment."""
+    return {
+        k: os.environ[k]
+        for k in sorted(os.environ)
+        if k.startswith(COMM_PREFIXES) or k in COMM_NAMES
+    }
+
+
 def main():
     freeze = sorted(
         f"{d.metadata['Name']}=={d.version}" for d in md.distributions() if d.metadata["Name"]
     )
     gpu_list, driver = gpus()
     nvcc = run(["nvcc", "--version"])
+    topology = plain(run(["nvidia-smi", "topo", "-m"]))
     facts = {
         "python": sys.executable,
         "python_version": platform.python_version(),
@@ -138,7 +200,10 @@ def main():
         "driver": driver,
         "driver_cuda": driver_cuda() if driver else None,
         "nvcc": nvcc.splitlines()[-1] if nvcc else None,
-        "topology": plain(run(["nvidia-smi", "topo", "-m"])),
+        "topology": topology,
+        "gpu_links": gpu_links(topology),
+        "nvlink": nvlink_status(run(["nvidia-smi", "nvlink", "--status"])) if driver else None,
+        "comm_env": comm_env(),
         "freeze_sha256": hashlib.sha256("\n".join(freeze).encode()).hexdigest(),
         "freeze_count": len(freeze),
     }

@@ -203,6 +203,9 @@ def test_render_shows_the_table_commands_and_totals(tmp_path):
     assert "GPU-hours" in text and "default rates" in text
     assert "--enable-expert-parallel" in text
     assert "env: VLLM_SERVER_DEV_MODE=1" in text
+    # What every server gets beyond its spec is said once.
+    assert "CUDA_VISIBLE_DEVICES of the GPUs its cell holds" in text
+    assert "NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1" in text
     header = next(line for line in text.splitlines() if line.lstrip().startswith("#"))
     assert header.split()[:4] == ["#", "stack", "model", "variant"]
 

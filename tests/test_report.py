@@ -127,3 +127,53 @@ def test_the_default_sweeps_analysis_drives_the_report():
     assert analysis.levels == [1, 10, 256, 1024]
     assert sweep.benchmark["repeats"] >= 2  # the default shows intervals for real
     assert analysis.gates["baseline"] == "baseline"
+
+
+def test_the_manifest_shows_how_the_gpus_are_linked(tmp_path):
+    from servesweep import stack_probe
+
+    paths, _ = write_sweep(tmp_path)
+    topo = (Path(__file__).parent / "fixtures" / "topo" / "h100_nvswitch_8.txt").read_text()
+    for i, path in enumerate(paths):
+        cell = json.loads(path.read_text())
+        cell["stack_manifest"] = {
+            **cell["stack_manifest"],
+            "nccl": "2.27.3",
+            "topology": topo,
+            "gpu_links": stack_probe.gpu_links(topo),
+            "nvlink": {
+                str(g): {"links": 18, "active": 18, "total_gb_s": 478.116} for g in range(8)
+            },
+            "comm_env": {"NCCL_IB_DISABLE": "1"},
+        }
+        gpu = str(i % 2)
+        cell["gpu_slots"] = {
+            "needed": 1,
+            "held": [gpu],
+            "cuda_visible_devices": gpu,
+            "pool": [str(g) for g in range(8)],
+            "source": "detected",
+            "lock_dir": "/tmp/x",
+            "waited_s": 0.0,
+        }
+        cell["comm_env"] = {
+            "CUDA_VISIBLE_DEVICES": gpu,
+            "NCCL_NVLS_ENABLE": "0",
+            "NVSHMEM_DISABLE_NVLS": "1",
+            "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+            **({"NCCL_DEBUG": "INFO"} if cell["variant"] == "cb" else {}),
+        }
+        path.write_text(json.dumps(cell))
+    summary, verdicts = judge(paths, tmp_path)
+    out = tmp_path / "report.html"
+    build_report(summary, verdicts, paths, out, SETTINGS, current_client_version=CLIENT_VERSION)
+    html = out.read_text()
+    manifest = html[html.index("Stack manifests") :]
+    assert "NVLink: NV18 × 28 pairs" in manifest
+    assert "8 GPUs × 18/18 links, 478.116 GB/s each" in manifest
+    assert "NCCL_IB_DISABLE=1" in manifest
+    assert "NCCL_NVLS_ENABLE=0" in manifest and "TORCH_SYMM_MEM_DISABLE_MULTICAST=1" in manifest
+    boots = len(paths)
+    cb_boots = sum(1 for p in paths if p.parent.parent.name == "cb")
+    assert f"NCCL_DEBUG=INFO ({cb_boots} of {boots} boots)" in manifest
+    assert "CUDA_VISIBLE_DEVICES 0 | 1 (pool 0,1,2,3,4,5,6,7, detected)" in manifest

@@ -10,6 +10,7 @@ import pandas as pd
 
 from servesweep.layout import CELL_DIR
 from servesweep.results.collect import STACK_FIELDS
+from servesweep.results.gpu_views import link_rows
 from servesweep.results.stats import describe
 from servesweep.results.tables import KEY, level_means, ordered
 
@@ -175,6 +176,7 @@ def manifests(cells: list[dict]) -> dict:
             v = stacks[s].get(field)
             vals.append(_gpus_text(v) if field == "gpus" else fmt(v, 1))
         rows.append({"field": field, "values": vals, "differs": len(set(vals)) > 1})
+    rows += link_rows(names, stacks, cells)
     topo = [stacks[s].get("topology") or "—" for s in names]
     return {"stacks": names, "rows": rows, "topology": topo}
 
