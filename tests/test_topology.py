@@ -89,3 +89,14 @@ def test_the_probe_records_the_communication_variables_of_its_environment():
     # The probe's own copy of the names stays equal to the workflow's.
     assert stack_probe.COMM_PREFIXES == server_env.COMM_PREFIXES
     assert stack_probe.COMM_NAMES == server_env.COMM_NAMES
+
+
+def test_the_lent_h200s_own_matrix_with_its_terminal_escapes():
+    """Verbatim from the lent one-GPU H200 (2026-12-02): the header is underlined with
+    escape codes, which must not hide the GPU columns."""
+    text = sample("h200_single_seen.txt")
+    assert "\x1b[4m" in text
+    assert stack_probe.gpu_links(text) is None  # one GPU: no pairs
+    two = text.replace("GPU0\tCPU", "GPU0\tGPU1\tCPU").replace("GPU0\t X \t", "GPU0\t X \tNV18\t")
+    two += "GPU1\tNV18\t X \t0-15\t0\t\tN/A\n"
+    assert stack_probe.gpu_links(two) == {"0-1": "NV18"}
