@@ -18,7 +18,7 @@ from servesweep.engines.prometheus import counter_delta
 from servesweep.failures import log_tail, read_log
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.layout import level_name
-from servesweep.levels import level_plan, make_prompts
+from servesweep.levels import is_rate, level_plan, make_prompts, rate_schedule
 from servesweep.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.records import CellRecord, LevelSummary, new_cell_record
 from servesweep.scheduler import time_limit_margin
@@ -215,15 +215,21 @@ class CellRun:
         before = engine.snapshot(base_url)
         prompts = make_prompts(self.spec, self.tokenizer, level, in_boot)
         name = level_name(level, in_boot)
+        concurrency, rate, schedule = level, None, None
+        if is_rate(self.spec):
+            measured = len(prompts) - bench["warmup"]
+            rate, schedule = level, rate_schedule(self.spec, level, in_boot, measured)
+            concurrency = bench.get("max_concurrency") or len(prompts)
+        load = f"concurrency {level}" if rate is None else f"{level} requests/s"
         self.log(
             f"level {level} ({name}, boot r{self.repeat}): {len(prompts)} requests "
-            f"({bench['warmup']} warmup), concurrency {level}"
+            f"({bench['warmup']} warmup), {load}"
         )
         with GpuSampler(gpu_indices) as sampler:
             summary = run_level(
                 self.settings,
                 prompts,
-                concurrency=level,
+                concurrency=concurrency,
                 warmup=bench["warmup"],
                 records_path=self.levels_dir / f"{name}.requests.jsonl",
                 level=level,
@@ -231,6 +237,8 @@ class CellRun:
                 progress=lambda msg: self.log(f"  [level {level}] {msg}"),
                 error_rate_threshold=bench["error_rate_threshold"],
                 cutoff=self.cutoff,
+                rate=rate,
+                schedule_s=schedule,
             )
         summary["in_boot"] = in_boot
         # Server-side counters around the level (speculative accept length, cache hits…).

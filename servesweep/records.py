@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import utc_now
+from servesweep.loads import level_json
 from servesweep.scheduler import scheduler_info
 
 
@@ -265,7 +266,13 @@ def new_cell_record(
         "stack_manifest": stack_manifest,
         "model_manifest": model_manifest,
         "levels": [
-            {"level": lv, "repeat": repeat, "in_boot": i, "status": "not_run", "cause": None}
+            {
+                "level": level_json(lv),
+                "repeat": repeat,
+                "in_boot": i,
+                "status": "not_run",
+                "cause": None,
+            }
             for lv, i in plan
         ],
     }

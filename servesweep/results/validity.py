@@ -50,7 +50,11 @@ def invalid_reasons(level: dict, client_version, analysis: dict) -> list[str]:
         share = 100 * failed / (completed + failed)
         limit = 100 * analysis["max_failed_fraction"]
         reasons.append(f"failed_requests: {share:.1f} % > {limit:g} %")
-    if str(level.get("client_bound")).lower() == "true":
+    if str(level.get("rate_short")).lower() == "true":
+        ratio, late = _number(level.get("achieved_ratio")), level.get("late_requests")
+        shown = "n/a" if ratio is None else f"{ratio:.1%}"
+        reasons.append(f"client_bound: rate short, achieved {shown} of the schedule, {late} late")
+    elif str(level.get("client_bound")).lower() == "true":
         held = _number(level.get("achieved_concurrency"))
         reasons.append(f"client_bound: achieved concurrency {held if held is not None else 'n/a'}")
     mismatch = _number(level.get("retokenized_mismatch")) or 0
