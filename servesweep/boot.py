@@ -19,8 +19,11 @@ from servesweep.failures import log_tail, read_log
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.layout import level_name
 from servesweep.levels import is_rate, level_plan, make_prompts, rate_schedule
+from servesweep.loads import level_json
+from servesweep.probes import Capacity, bracket, meets, next_probe, search_of
 from servesweep.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.records import CellRecord, LevelSummary, new_cell_record
+from servesweep.results.goodput import level_goodput
 from servesweep.scheduler import time_limit_margin
 from servesweep.server import ServerProcess, port_is_free
 from servesweep.telemetry import GpuSampler, joules_per_token, visible_indices
@@ -206,8 +209,60 @@ class CellRun:
                 return
             if not self.run_level(server, index, level, in_boot, gpu_indices):
                 return
+        if search_of(self.spec):
+            self.run_probes(server, gpu_indices, probe_s)
 
-    def run_level(self, server, index: int, level: int, in_boot: int, gpu_indices) -> bool:
+    def level_meets_slo(self, summary: dict, level, in_boot: int) -> bool:
+        """Whether a measured level met the spec's SLO (servesweep.probes.meets)."""
+        path = self.levels_dir / f"{level_name(level, in_boot)}.requests.jsonl"
+        share = level_goodput(path, self.spec["slo"], summary.get("duration_s")).get(
+            "slo_met_share"
+        )
+        return meets(summary, share, search_of(self.spec).attainment)
+
+    def run_probes(self, server: ServerProcess, gpu_indices, probe_s: float) -> None:
+        """The capacity search (servesweep.probes): probe levels inside the bracket the
+        configured levels give, each recorded like any level; the result in the record's
+        `capacity`."""
+        search, rate = search_of(self.spec), is_rate(self.spec)
+        met: dict = {}
+        for (level, in_boot), summary in zip(self.plan, self.record["levels"], strict=True):
+            ok = self.level_meets_slo(summary, level, in_boot)
+            met[level] = met.get(level, True) and ok
+        probes: list = []
+        while len(probes) < search.probes:
+            probe = next_probe(bracket(met), rate)
+            if probe is None or probe in met:
+                break
+            unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
+            left = self.left()
+            if unfit or (left is not None and left <= 0):
+                break  # the search stops; what was measured stands
+            self.record["levels"].append(
+                {
+                    "level": level_json(probe),
+                    "repeat": self.repeat,
+                    "in_boot": 0,
+                    "status": "not_run",
+                    "cause": None,
+                    "probe": True,
+                }
+            )
+            index = len(self.record["levels"]) - 1
+            probes.append(probe)
+            self.log(f"capacity search: probing {probe} (bracket {bracket(met)})")
+            if not self.run_level(server, index, probe, 0, gpu_indices, probe=True):
+                return
+            met[probe] = self.level_meets_slo(self.record["levels"][index], probe, 0)
+        b = bracket(met)
+        self.record["capacity"] = Capacity(
+            b.low, b.low, b.high, probes, search.attainment
+        ).as_dict()
+        self.log(f"capacity within SLO: {self.record['capacity']}")
+
+    def run_level(
+        self, server, index: int, level, in_boot: int, gpu_indices, probe: bool = False
+    ) -> bool:
         """One level against a live server; its summary written at once. False when it
         failed (recorded), which ends the cell."""
         bench, engine, base_url = self.spec["benchmark"], self.engine, self.settings.base_url
@@ -241,6 +296,8 @@ class CellRun:
                 schedule_s=schedule,
             )
         summary["in_boot"] = in_boot
+        if probe:
+            summary["probe"] = True
         # Server-side counters around the level (speculative accept length, cache hits…).
         after = engine.snapshot(base_url) if server.alive() else {}
         summary["server_before"], summary["server_after"] = before, after

@@ -253,6 +253,9 @@ class Sweep:
             # measurement depends on, so raising it runs only the new boots.
             "benchmark": self._spec_benchmark(),
             "client_version": CLIENT_VERSION,
+            # The capacity search judges levels as they run, so its SLO is part of what a
+            # boot measures; without a search `slo` only judges (and stays out of the spec).
+            **({"slo": self.raw["slo"]} if "search" in self.benchmark else {}),
         }
 
 

@@ -23,6 +23,8 @@ def check_loads(config: dict) -> None:
         rates = [parse_level(r) for r in bench["rate"]]
         if len(set(rates)) != len(rates):
             raise LoadConfigError("config: benchmark.rate: a rate is listed twice")
+    if "search" in bench and not config.get("slo"):
+        raise LoadConfigError("config: benchmark.search: needs slo: (the targets it searches for)")
     arrival = bench.get("arrival") or {}
     if "burstiness" in arrival and arrival.get("distribution", "poisson") != "gamma":
         raise LoadConfigError(

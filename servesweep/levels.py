@@ -41,7 +41,12 @@ def make_prompts(spec: dict, tokenizer, level, in_boot: int) -> list[Prompt]:
     variant, and every boot, sees exactly the same requests."""
     bench = spec["benchmark"]
     workload = bench["workload"]
-    n = bench["warmup"] + bench["num_prompts_per_level"][loads.level_key(level)]
+    key = loads.level_key(level)
+    per_level = bench["num_prompts_per_level"]
+    # A capacity-search probe is not a configured level: the same rule counts its prompts.
+    n = bench["warmup"] + (
+        per_level[key] if key in per_level else loads.num_prompts(bench["num_prompts"], level)
+    )
     seed = workload["seed"] * 1_000_003 + _salt(spec, level) + in_boot
     kind = workload["kind"]
     if kind == "sharegpt":

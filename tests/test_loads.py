@@ -135,3 +135,68 @@ def test_cap_holds_requests_and_is_not_a_shortfall(tmp_path):
     assert summary["achieved_rate"] < 12 and summary["max_concurrency"] == 2
     assert not summary["rate_short"] and not summary["client_bound"]
     assert summary["achieved_concurrency"] == pytest.approx(2.0, abs=0.15)
+
+
+def _rate_config(**bench):
+    from fixtures.configs import base_config
+
+    config = base_config()
+    config["benchmark"] = {"rate": [0.5, 4, "inf"], **bench}
+    return config
+
+
+def test_rate_sweep_spec_names_rates_and_arrival():
+    from servesweep.config import load
+
+    sweep = load(_rate_config(arrival={"distribution": "gamma", "burstiness": 0.5}))
+    assert sweep.load_kind == "rate" and sweep.levels == [0.5, 4, math.inf]
+    bench = sweep.spec("cpu", "tiny", "baseline")["benchmark"]
+    assert bench["rate"] == [0.5, 4, "inf"]
+    assert bench["arrival"] == {"distribution": "gamma", "burstiness": 0.5, "seed": 0}
+    assert bench["num_prompts_per_level"] == {"0.5": 20, "4": 20, "inf": 20}
+    # The SLO judges only: not in the spec unless a capacity search needs it at run time.
+    plain = load({**_rate_config(), "slo": {"ttft_ms": 100}}).spec("cpu", "tiny", "baseline")
+    assert "slo" not in plain
+    searched = load({**_rate_config(search={"probes": 2}), "slo": {"ttft_ms": 100}})
+    spec = searched.spec("cpu", "tiny", "baseline")
+    assert spec["slo"] == {"ttft_ms": 100}
+    assert spec["benchmark"]["search"] == {"probes": 2, "attainment": 0.9}
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        (lambda c: c["benchmark"].update(levels=[1]), "config: benchmark: give levels"),
+        (lambda c: c["benchmark"].update(rate=[0]), "config: benchmark.rate[0]"),
+        (
+            lambda c: c["benchmark"].update(arrival={"burstiness": 2}),
+            "config: benchmark.arrival.burstiness",
+        ),
+        (lambda c: c["benchmark"].update(search={}), "config: benchmark.search: needs slo"),
+        (lambda c: c.update(slo={"ttft": 1}), "config: slo: unknown key"),
+        (
+            lambda c: c["benchmark"].update(workload={"kind": "shared_prefix", "groups": 2}),
+            "config: benchmark.workload.prefix_tokens",
+        ),
+    ],
+)
+def test_bad_load_keys_get_one_line(change, key):
+    from servesweep.config import ConfigError, load
+
+    config = _rate_config()
+    change(config)
+    with pytest.raises(ConfigError) as err:
+        load(config)
+    message = str(err.value)
+    assert message.startswith(key) and "\n" not in message, message
+
+
+def test_max_concurrency_outside_a_rate_sweep_is_refused():
+    from fixtures.configs import base_config
+
+    from servesweep.config import ConfigError, load
+
+    config = base_config()
+    config["benchmark"]["max_concurrency"] = 4
+    with pytest.raises(ConfigError, match="^config: benchmark.max_concurrency: only for a rate"):
+        load(config)

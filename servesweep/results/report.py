@@ -20,11 +20,13 @@ from servesweep.bench.metrics import CLIENT_BOUND_RATIO, CLIENT_CPU_SATURATED
 from servesweep.jsonfile import utc_now
 from servesweep.loads import level_key
 from servesweep.results import correctness_views, load_views, verdict_views, views
+from servesweep.results.capacity import capacity_rows
 from servesweep.results.collect import load_cell, read_summary
 from servesweep.results.pareto import pareto_plot, pareto_points
 from servesweep.results.plots import metric_plot
 from servesweep.results.tables import ordered
 from servesweep.results.validity import GATES
+from servesweep.results.verdicts import FASTER, SLOWER
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 
@@ -79,6 +81,26 @@ def pareto_view(df: pd.DataFrame, cells: list[dict], variants: list[str], cost) 
         "unit": "GPU" if any(p.gpus for p in points) else "server",
         "priced": any(p.usd_per_mtok is not None for p in points),
     }
+
+
+def capacity_view(cells: list[dict], variants: list[str], baseline: str) -> list[dict]:
+    words = {FASTER: "higher", SLOWER: "lower"}
+
+    def show(x, digits=1):
+        return "–" if x is None else f"{x:.{digits}f}"
+
+    return [
+        {
+            "where": f"{r.stack} / {r.model}",
+            "variant": r.variant,
+            "boots": "; ".join(r.boots),
+            "mean": show(r.mean, 2),
+            "delta": "" if r.delta_pct is None else f"{r.delta_pct:+.1f} %",
+            "ci": "" if r.ci_low is None else f"[{r.ci_low:+.1f}, {r.ci_high:+.1f}] %",
+            "verdict": words.get(r.verdict, r.verdict),
+        }
+        for r in capacity_rows(cells, variants, baseline)
+    ]
 
 
 def build_report(
@@ -140,6 +162,7 @@ def build_report(
         slo=settings.slo,
         load_table=load_views.load_table(df, variants),
         pareto=pareto_view(df, cells, variants, settings.cost),
+        capacity=capacity_view(cells, variants, baseline),
         current_client_version=current,
         metrics_version=METRICS_VERSION,
         verdict_tables=verdict_views.verdict_tables(
