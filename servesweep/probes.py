@@ -4,8 +4,7 @@ configured levels give, each probe a measured, recorded level of its own.
 
 A level *meets* the SLO when its status is ok, the client delivered it (not client-bound,
 not rate short), and at least `attainment` of its measured requests met every target.
-The bracket is [highest configured level that meets it, the next configured level above,
-which does not); a probe halves it (geometrically for rates, to 3 significant figures;
+The bracket is [the highest level below the lowest failing one, that failing level); a probe halves it (geometrically for rates, to 3 significant figures;
 arithmetically for concurrencies, to whole numbers) until `probes` have run or it cannot
 be split. The capacity is the bracket's low end, reported with the bracket."""
 
@@ -47,11 +46,13 @@ class Bracket(NamedTuple):
 
 
 def bracket(results: dict) -> Bracket:
-    """From {level: met?}: the highest passing level, and the lowest failing one above it."""
-    passing = [lv for lv, ok in results.items() if ok]
-    low = max(passing) if passing else None
-    above = [lv for lv, ok in results.items() if not ok and (low is None or lv > low)]
-    return Bracket(low, min(above) if above else None)
+    """From {level: met?}: the lowest failing level, and the highest passing one below it.
+    A pass above a failure (a short `inf` burst the server absorbed although it could not
+    sustain a lower rate) does not lift the capacity past the failure."""
+    failing = [lv for lv, ok in results.items() if not ok]
+    high = min(failing) if failing else None
+    passing = [lv for lv, ok in results.items() if ok and (high is None or lv < high)]
+    return Bracket(max(passing) if passing else None, high)
 
 
 def next_probe(b: Bracket, rate: bool) -> float | int | None:

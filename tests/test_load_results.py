@@ -54,8 +54,9 @@ def test_bracket_and_probes_by_hand():
     assert probes.next_probe(probes.Bracket(None, 1), rate=False) is None  # none passed
     assert probes.next_probe(probes.Bracket(64, None), rate=False) is None  # all passed
     assert probes.next_probe(probes.Bracket(16, math.inf), rate=True) is None
-    # A pass above a failure does not move the bracket's top below it.
-    assert probes.bracket({1: True, 4: False, 16: True, 64: False}) == (16, 64)
+    # A pass above a failure (a burst absorbed) does not lift the capacity past the failure.
+    assert probes.bracket({1: True, 4: False, 16: True, 64: False}) == (1, 4)
+    assert probes.bracket({4: True, 16: True, 64: False, math.inf: True}) == (16, 64)
     summary = {"status": "ok", "client_bound": False}
     assert probes.meets(summary, 0.9, 0.9) and not probes.meets(summary, 0.89, 0.9)
     assert not probes.meets({**summary, "rate_short": True}, 1.0, 0.9)
