@@ -19,7 +19,7 @@ from servesweep.failures import log_tail, read_log
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.layout import level_name
 from servesweep.levels import is_rate, level_plan, make_prompts, rate_schedule
-from servesweep.loads import level_json
+from servesweep.loads import level_json, level_key
 from servesweep.probes import Capacity, bracket, meets, next_probe, search_of
 from servesweep.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.records import CellRecord, LevelSummary, new_cell_record
@@ -250,7 +250,11 @@ class CellRun:
             )
             index = len(self.record["levels"]) - 1
             probes.append(probe)
-            self.log(f"capacity search: probing {probe} (bracket {bracket(met)})")
+            b = bracket(met)
+            self.log(
+                f"capacity search: probing {level_key(probe)} (bracket [{level_key(b.low)}, "
+                f"{level_key(b.high)}))"
+            )
             if not self.run_level(server, index, probe, 0, gpu_indices, probe=True):
                 return
             met[probe] = self.level_meets_slo(self.record["levels"][index], probe, 0)
@@ -275,9 +279,9 @@ class CellRun:
             measured = len(prompts) - bench["warmup"]
             rate, schedule = level, rate_schedule(self.spec, level, in_boot, measured)
             concurrency = bench.get("max_concurrency") or len(prompts)
-        load = f"concurrency {level}" if rate is None else f"{level} requests/s"
+        load = f"concurrency {level}" if rate is None else f"{level_key(level)} requests/s"
         self.log(
-            f"level {level} ({name}, boot r{self.repeat}): {len(prompts)} requests "
+            f"level {level_key(level)} ({name}, boot r{self.repeat}): {len(prompts)} requests "
             f"({bench['warmup']} warmup), {load}"
         )
         with GpuSampler(gpu_indices) as sampler:
@@ -319,7 +323,7 @@ class CellRun:
             self.fail("level", summary.get("cause") or "unknown", message, level, self.repeat)
             return False
         self.log(
-            f"level {level} ({name}): {summary.get('output_throughput') or 0:.1f} output "
+            f"level {level_key(level)} ({name}): {summary.get('output_throughput') or 0:.1f} output "
             f"tok/s, median TTFT {summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
             f"{summary.get('median_tpot_ms') or 0:.1f} ms"
         )

@@ -112,3 +112,58 @@ def test_rate_sweep_goodput_matches_the_truth(tmp_path):
     section = html[html.index('id="load"') :]
     assert "goodput req/s" in section and "ttft_ms ≤ 200" in section
     assert "Pareto plot" in section and "overall" in section
+
+
+def test_capacity_search_stays_under_the_servers_true_capacity(tmp_path):
+    """A server of fixed capacity: `max_streams` streams at once, each 10 ms to the first
+    token and 7 gaps of 5 ms (45 ms a request), the rest queued in arrival order. It serves
+    at most mu = max_streams / 45 ms requests per second. Above mu the queue grows at
+    (rate - mu) per second; a level of T = 4 s of arrivals then has more than 10 % of its
+    requests waiting over 90 ms (TTFT over the 100 ms target) once rate > mu (1 + 0.1 / T)
+    = 1.025 mu, in the fluid picture; a sampled Poisson schedule of n >= 320 arrivals is
+    itself within about 2 / sqrt(n) = 11 % of its target rate. So the search must end below
+    1.15 mu, inside the configured levels' bracket, with every probe a recorded level."""
+    config = rate_config()
+    config["variants"]["wide"] = config["variants"].pop("slow")
+    for name, streams in (("baseline", 1), ("wide", 2)):
+        config["variants"][name]["flags"]["script"] = {
+            "ttft_ms": 10,
+            "gap_ms": 5,
+            "max_streams": streams,
+        }
+    config["benchmark"]["rate"] = [5, 80]
+    config["benchmark"]["num_prompts"] = {"per_level": 4, "min": 16}
+    config["benchmark"]["search"] = {"probes": 3, "attainment": 0.9}
+    config["slo"] = {"ttft_ms": 100}
+    run = run_snakemake(
+        tmp_path,
+        "results/report.html",
+        "--cores",
+        "1",
+        "--configfile",
+        write(tmp_path, config),
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = list(csv.DictReader(open(tmp_path / "results" / "summary.csv")))
+    capacities = {}
+    for variant, streams in (("baseline", 1), ("wide", 2)):
+        cell = json.loads(
+            (tmp_path / f"results/cells/test/tiny/{variant}/r0/cell.json").read_text()
+        )
+        cap = cell["capacity"]
+        assert 5 <= cap["value"] < 1.15 * streams / 0.045, cap
+        assert cap["high"] is not None and cap["high"] <= 80
+        assert 1 <= len(cap["probes"]) <= 3
+        mine = [r for r in rows if r["variant"] == variant]
+        probed = [float(r["level"]) for r in mine if r.get("probe") == "True"]
+        assert probed == [float(p) for p in cap["probes"]]
+        # The bracket is what the rows say: every level up to the value met the SLO for
+        # >= 90 % of its requests, the bracket's top did not.
+        share = {float(r["level"]): float(r["slo_met_share"]) for r in mine}
+        assert all(s >= 0.9 for lv, s in share.items() if lv <= cap["value"])
+        assert share[float(cap["high"])] < 0.9
+        capacities[variant] = cap["value"]
+    assert capacities["wide"] > capacities["baseline"]
+    html = (tmp_path / "results" / "report.html").read_text()
+    assert "Max load within the SLO" in html
