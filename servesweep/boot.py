@@ -323,8 +323,9 @@ class CellRun:
             self.fail("level", summary.get("cause") or "unknown", message, level, self.repeat)
             return False
         self.log(
-            f"level {level_key(level)} ({name}): {summary.get('output_throughput') or 0:.1f} output "
-            f"tok/s, median TTFT {summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
+            f"level {level_key(level)} ({name}): "
+            f"{summary.get('output_throughput') or 0:.1f} output tok/s, median TTFT "
+            f"{summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
             f"{summary.get('median_tpot_ms') or 0:.1f} ms"
         )
         return True

@@ -4,7 +4,8 @@ configured levels give, each probe a measured, recorded level of its own.
 
 A level *meets* the SLO when its status is ok, the client delivered it (not client-bound,
 not rate short), and at least `attainment` of its measured requests met every target.
-The bracket is [the highest level below the lowest failing one, that failing level); a probe halves it (geometrically for rates, to 3 significant figures;
+The bracket is [the highest passing level below the lowest failing one, that failing
+level); a probe halves it (geometrically for rates, to 3 significant figures;
 arithmetically for concurrencies, to whole numbers) until `probes` have run or it cannot
 be split. The capacity is the bracket's low end, reported with the bracket."""
 
