@@ -23,6 +23,10 @@ def test_poisson_schedule_has_exponential_gaps_and_is_seeded():
     # P(gap > mean) = e^-1 for an exponential.
     assert (gaps > 0.02).mean() == pytest.approx(math.exp(-1), abs=0.01)
     assert np.array_equal(s, loads.schedule(20001, 50.0, how, salt=3))
+    # The schedule's own rate is the target exactly, however short it is.
+    for n in (3, 20, 91):
+        short = loads.schedule(n, 45.3, how, salt=n)
+        assert (n - 1) / short[-1] == pytest.approx(45.3, rel=1e-12)
     assert not np.array_equal(s, loads.schedule(20001, 50.0, how, salt=4))
 
 
