@@ -226,9 +226,12 @@ class CellRun:
         `capacity`."""
         search, rate = search_of(self.spec), is_rate(self.spec)
         met: dict = {}
+        unsure: list = []  # levels the client, not the server, failed: counted as failing
         for (level, in_boot), summary in zip(self.plan, self.record["levels"], strict=True):
             ok = self.level_meets_slo(summary, level, in_boot)
             met[level] = met.get(level, True) and ok
+            if summary.get("client_bound"):
+                unsure.append(level)
         probes: list = []
         while len(probes) < search.probes:
             probe = next_probe(bracket(met), rate)
@@ -258,10 +261,12 @@ class CellRun:
             if not self.run_level(server, index, probe, 0, gpu_indices, probe=True):
                 return
             met[probe] = self.level_meets_slo(self.record["levels"][index], probe, 0)
+            if self.record["levels"][index].get("client_bound"):
+                unsure.append(probe)
         b = bracket(met)
-        self.record["capacity"] = Capacity(
-            b.low, b.low, b.high, probes, search.attainment
-        ).as_dict()
+        capacity = Capacity(b.low, b.low, b.high, probes, search.attainment).as_dict()
+        capacity["client_bound_levels"] = [level_json(lv) for lv in unsure]
+        self.record["capacity"] = capacity
         self.log(f"capacity within SLO: {self.record['capacity']}")
 
     def run_level(

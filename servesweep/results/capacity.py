@@ -30,7 +30,9 @@ def _boot_text(repeat: int, cap: dict) -> str:
     low = "–" if cap.get("low") is None else level_key(cap["low"])
     high = "∞" if cap.get("high") is None else level_key(cap["high"])
     value = "none" if cap.get("value") is None else level_key(cap["value"])
-    return f"r{repeat}: {value} [{low}, {high})"
+    unsure = cap.get("client_bound_levels") or []
+    note = f" (client-bound at {', '.join(level_key(v) for v in unsure)})" if unsure else ""
+    return f"r{repeat}: {value} [{low}, {high}){note}"
 
 
 def capacity_rows(cells: list[dict], variants: list[str], baseline: str) -> list[CapacityRow]:
