@@ -80,7 +80,11 @@ def metric_plot(
         ax.fill_between(levels, lows, highs, color=line.get_color(), alpha=0.2)
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         ax.scatter(xs, ys, color=line.get_color(), s=14, marker="x", alpha=0.8)
-    _levels_axis(ax, sorted(df["level"].unique()), rate)
+    # Ticks at the configured levels; capacity-search probes (per variant, in between)
+    # are drawn but not labelled, so their labels do not overlap.
+    probe = df["probe"].astype(str).str.lower().eq("true") if "probe" in df else None
+    ticked = df["level"] if probe is None or probe.all() else df.loc[~probe, "level"]
+    _levels_axis(ax, sorted(ticked.unique()), rate)
     if logy:
         ax.set_yscale("log")
         # Plain numbers on a log axis (not 6 × 10^0).
