@@ -18,7 +18,13 @@ with job_logger(sm.log[0]) as log:
         Path(sm.input.verdicts),
         [Path(p) for p in sm.input.cells],
         Path(sm.output[0]),
-        ReportSettings(list(sweep.stacks), list(sweep.variants), sweep.analysis),
+        ReportSettings(
+            list(sweep.stacks),
+            list(sweep.variants),
+            sweep.analysis,
+            slo=sweep.raw.get("slo"),
+            cost=sweep.raw.get("cost"),
+        ),
         current_client_version=CLIENT_VERSION,
         correctness_csv=Path(sm.input.correctness),
     )

@@ -19,9 +19,12 @@ from servesweep.failures import log_tail, read_log
 from servesweep.gpu_slots import GpuLease
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.layout import level_name
-from servesweep.levels import level_plan, make_prompts
+from servesweep.levels import is_rate, level_plan, make_prompts, rate_schedule
+from servesweep.loads import level_json, level_key
+from servesweep.probes import Capacity, bracket, meets, next_probe, search_of
 from servesweep.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.records import CellRecord, LevelSummary, new_cell_record
+from servesweep.results.goodput import level_goodput
 from servesweep.scheduler import time_limit_margin
 from servesweep.server import ServerProcess, port_is_free
 from servesweep.server_env import comm_env, server_env, workflow_env
@@ -226,8 +229,69 @@ class CellRun:
                 return
             if not self.run_level(server, index, level, in_boot, gpu_indices):
                 return
+        if search_of(self.spec):
+            self.run_probes(server, gpu_indices, probe_s)
 
-    def run_level(self, server, index: int, level: int, in_boot: int, gpu_indices) -> bool:
+    def level_meets_slo(self, summary: dict, level, in_boot: int) -> bool:
+        """Whether a measured level met the spec's SLO (servesweep.probes.meets)."""
+        path = self.levels_dir / f"{level_name(level, in_boot)}.requests.jsonl"
+        share = level_goodput(path, self.spec["slo"], summary.get("duration_s")).get(
+            "slo_met_share"
+        )
+        return meets(summary, share, search_of(self.spec).attainment)
+
+    def run_probes(self, server: ServerProcess, gpu_indices, probe_s: float) -> None:
+        """The capacity search (servesweep.probes): probe levels inside the bracket the
+        configured levels give, each recorded like any level; the result in the record's
+        `capacity`."""
+        search, rate = search_of(self.spec), is_rate(self.spec)
+        met: dict = {}
+        unsure: list = []  # levels the client, not the server, failed: counted as failing
+        for (level, in_boot), summary in zip(self.plan, self.record["levels"], strict=True):
+            ok = self.level_meets_slo(summary, level, in_boot)
+            met[level] = met.get(level, True) and ok
+            if summary.get("client_bound"):
+                unsure.append(level)
+        probes: list = []
+        while len(probes) < search.probes:
+            probe = next_probe(bracket(met), rate)
+            if probe is None or probe in met:
+                break
+            unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
+            left = self.left()
+            if unfit or (left is not None and left <= 0):
+                break  # the search stops; what was measured stands
+            self.record["levels"].append(
+                {
+                    "level": level_json(probe),
+                    "repeat": self.repeat,
+                    "in_boot": 0,
+                    "status": "not_run",
+                    "cause": None,
+                    "probe": True,
+                }
+            )
+            index = len(self.record["levels"]) - 1
+            probes.append(probe)
+            b = bracket(met)
+            self.log(
+                f"capacity search: probing {level_key(probe)} (bracket [{level_key(b.low)}, "
+                f"{level_key(b.high)}))"
+            )
+            if not self.run_level(server, index, probe, 0, gpu_indices, probe=True):
+                return
+            met[probe] = self.level_meets_slo(self.record["levels"][index], probe, 0)
+            if self.record["levels"][index].get("client_bound"):
+                unsure.append(probe)
+        b = bracket(met)
+        capacity = Capacity(b.low, b.low, b.high, probes, search.attainment).as_dict()
+        capacity["client_bound_levels"] = [level_json(lv) for lv in unsure]
+        self.record["capacity"] = capacity
+        self.log(f"capacity within SLO: {self.record['capacity']}")
+
+    def run_level(
+        self, server, index: int, level, in_boot: int, gpu_indices, probe: bool = False
+    ) -> bool:
         """One level against a live server; its summary written at once. False when it
         failed (recorded), which ends the cell."""
         bench, engine, base_url = self.spec["benchmark"], self.engine, self.settings.base_url
@@ -235,15 +299,21 @@ class CellRun:
         before = engine.snapshot(base_url)
         prompts = make_prompts(self.spec, self.tokenizer, level, in_boot)
         name = level_name(level, in_boot)
+        concurrency, rate, schedule = level, None, None
+        if is_rate(self.spec):
+            measured = len(prompts) - bench["warmup"]
+            rate, schedule = level, rate_schedule(self.spec, level, in_boot, measured)
+            concurrency = bench.get("max_concurrency") or len(prompts)
+        load = f"concurrency {level}" if rate is None else f"{level_key(level)} requests/s"
         self.log(
-            f"level {level} ({name}, boot r{self.repeat}): {len(prompts)} requests "
-            f"({bench['warmup']} warmup), concurrency {level}"
+            f"level {level_key(level)} ({name}, boot r{self.repeat}): {len(prompts)} requests "
+            f"({bench['warmup']} warmup), {load}"
         )
         with GpuSampler(gpu_indices) as sampler:
             summary = run_level(
                 self.settings,
                 prompts,
-                concurrency=level,
+                concurrency=concurrency,
                 warmup=bench["warmup"],
                 records_path=self.levels_dir / f"{name}.requests.jsonl",
                 level=level,
@@ -251,8 +321,12 @@ class CellRun:
                 progress=lambda msg: self.log(f"  [level {level}] {msg}"),
                 error_rate_threshold=bench["error_rate_threshold"],
                 cutoff=self.cutoff,
+                rate=rate,
+                schedule_s=schedule,
             )
         summary["in_boot"] = in_boot
+        if probe:
+            summary["probe"] = True
         # Server-side counters around the level (speculative accept length, cache hits…).
         after = engine.snapshot(base_url) if server.alive() else {}
         summary["server_before"], summary["server_after"] = before, after
@@ -274,8 +348,9 @@ class CellRun:
             self.fail("level", summary.get("cause") or "unknown", message, level, self.repeat)
             return False
         self.log(
-            f"level {level} ({name}): {summary.get('output_throughput') or 0:.1f} output "
-            f"tok/s, median TTFT {summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
+            f"level {level_key(level)} ({name}): "
+            f"{summary.get('output_throughput') or 0:.1f} output tok/s, median TTFT "
+            f"{summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
             f"{summary.get('median_tpot_ms') or 0:.1f} ms"
         )
         return True

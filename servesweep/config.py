@@ -19,8 +19,11 @@ import jsonschema
 import yaml
 
 from servesweep import CLIENT_VERSION
+from servesweep.config_checks import LoadConfigError, check_loads
 from servesweep.engines import ENGINES, get_engine
 from servesweep.gpu_slots import parallel_gpus
+from servesweep.loads import arrival, level_json, level_key, parse_level
+from servesweep.loads import num_prompts as level_prompts
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
@@ -191,9 +194,29 @@ class Sweep:
         interleave and a drift over the sweep's hours is spread over all of them."""
         return [(*cell, r) for r in range(self.repeats) for cell in self.cells]
 
-    def num_prompts(self, level: int) -> int:
-        rule = self.benchmark["num_prompts"]
-        return max(rule["min"], min(rule["max"], int(round(rule["per_level"] * level))))
+    @property
+    def load_kind(self) -> str:
+        """`concurrency` (benchmark.levels) or `rate` (benchmark.rate)."""
+        return "rate" if "rate" in self.benchmark else "concurrency"
+
+    @property
+    def levels(self) -> list:
+        """The configured levels, in order: concurrencies, or rates (math.inf for inf)."""
+        return [parse_level(v) for v in self.benchmark.get("rate") or self.benchmark["levels"]]
+
+    def num_prompts(self, level) -> int:
+        return level_prompts(self.benchmark["num_prompts"], level)
+
+    def _spec_benchmark(self) -> dict:
+        """The benchmark part of a spec. A concurrency sweep's is exactly as before rate
+        levels existed (its cells keep their spec hashes); a rate sweep's names its rates
+        and its arrival settings resolved."""
+        bench = {k: v for k, v in self.benchmark.items() if k != "repeats"}
+        if self.load_kind == "rate":
+            bench["rate"] = [level_json(v) for v in self.levels]
+            bench["arrival"] = arrival(self.benchmark)._asdict()
+        bench["num_prompts_per_level"] = {level_key(lv): self.num_prompts(lv) for lv in self.levels}
+        return bench
 
     def gpus(self, variant: str) -> int:
         gpus = self.variants[variant]["gpus"]
@@ -213,7 +236,6 @@ class Sweep:
             flags=v["flags"],
             gpus=self.gpus(variant),
         )
-        levels = self.benchmark["levels"]
         return {
             "stack": {"name": stack, **self.stacks[stack]},
             "model": {"name": model, "source": self.models[model]},
@@ -231,11 +253,11 @@ class Sweep:
             "correctness": self.correctness,
             # Without `repeats`: how many boots a sweep asks for is not something one boot's
             # measurement depends on, so raising it runs only the new boots.
-            "benchmark": {
-                **{k: v for k, v in self.benchmark.items() if k != "repeats"},
-                "num_prompts_per_level": {str(lv): self.num_prompts(lv) for lv in levels},
-            },
+            "benchmark": self._spec_benchmark(),
             "client_version": CLIENT_VERSION,
+            # The capacity search judges levels as they run, so its SLO is part of what a
+            # boot measures; without a search `slo` only judges (and stays out of the spec).
+            **({"slo": self.raw["slo"]} if "search" in self.benchmark else {}),
         }
 
 
@@ -324,6 +346,10 @@ def check_semantics(config: dict) -> None:
             )
         if stack["kind"] == "existing" and "python" not in stack:
             raise ConfigError(f"config: stacks.{name}.python: required for kind existing")
+    try:
+        check_loads(config)
+    except LoadConfigError as exc:
+        raise ConfigError(str(exc)) from None
     bench = config["benchmark"]
     workload = bench.get("workload", {})
     if workload.get("kind") == "sharegpt" and "path" not in workload:

@@ -21,9 +21,12 @@ VERDICTS_CSV = "results/verdicts.csv"
 REPORT_HTML = "results/report.html"
 
 
-def level_name(level: int, in_boot: int) -> str:
-    """The stem of a level's files inside a boot's levels/ directory."""
-    return f"L{level}_i{in_boot}"
+def level_name(level, in_boot: int) -> str:
+    """The stem of a level's files inside a boot's levels/ directory: L16_i0 (a
+    concurrency or a rate of 16), L0.5_i0, Linf_i0."""
+    from servesweep.loads import level_key
+
+    return f"L{level_key(level)}_i{in_boot}"
 
 
 class Paths(NamedTuple):

@@ -24,6 +24,8 @@ from servesweep.config import Sweep, next_attempt, spec_hash
 from servesweep.engines import launch_command, launch_env
 from servesweep.jsonfile import read_json
 from servesweep.layout import Paths
+from servesweep.levels import is_rate, spec_levels
+from servesweep.loads import level_key
 from servesweep.models import model_path
 from servesweep.stacks import stack_python
 
@@ -122,8 +124,9 @@ class Rates:
             for lev in cell.get("levels") or []:
                 rate = lev.get("output_throughput")
                 if lev.get("status") == "ok" and rate:
-                    own["tput"].setdefault(lev["level"], []).append(float(rate))
-                    self.tput[(engine, lev["level"])].append(float(rate))
+                    key = level_key(lev["level"])
+                    own["tput"].setdefault(key, []).append(float(rate))
+                    self.tput[(engine, key)].append(float(rate))
             if own["boot"]:
                 self.boot[engine].append(float(own["boot"]))
             if own["teardown"] is not None:
@@ -150,16 +153,22 @@ class Rates:
         out_tokens = bench["workload"].get("output_tokens") or DEFAULT_OUTPUT_TOKENS
         total = pick(own["boot"], self.boot.get(engine), DEFAULT_BOOT_S)
         total += pick(own["teardown"], self.teardown.get(engine), DEFAULT_TEARDOWN_S)
-        for level in bench["levels"]:
-            requests = bench["warmup"] + bench["num_prompts_per_level"][str(level)]
-            mine = own["tput"].get(level)
-            default = min(level, requests) * DEFAULT_STREAM_TOK_S
+        for level in spec_levels(spec):
+            key = level_key(level)
+            requests = bench["warmup"] + bench["num_prompts_per_level"][key]
+            mine = own["tput"].get(key)
+            # A rate level's in-flight count is the server's to decide: assume it keeps up.
+            streams = requests if is_rate(spec) else min(level, requests)
+            default = streams * DEFAULT_STREAM_TOK_S
             rate = pick(
                 statistics.median(mine) if mine else None,
-                self.tput.get((engine, level)),
+                self.tput.get((engine, key)),
                 min(default, DEFAULT_CELL_TOK_S),
             )
-            total += requests * out_tokens / rate + LEVEL_OVERHEAD_S
+            seconds = requests * out_tokens / rate
+            if is_rate(spec) and level != float("inf"):
+                seconds = max(seconds, requests / level)  # the arrivals take this long
+            total += seconds + LEVEL_OVERHEAD_S
         total += self._correctness_s(own, spec)
         # The weakest source used is the one to state (the correctness pass rides on the
         # level-1 rate, so it adds no source of its own).

@@ -7,11 +7,12 @@ in docs/records.md and the other way round.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from servesweep import CLIENT_VERSION
 from servesweep.gpu_slots import GpuSlotRecord
 from servesweep.jsonfile import utc_now
+from servesweep.loads import level_json
 from servesweep.scheduler import scheduler_info
 
 
@@ -102,9 +103,10 @@ class TeardownRecord(TypedDict):
 class LevelSummary(TypedDict, total=False):
     """results/cells/.../r{repeat}/levels/L{level}_i{in_boot}.json (bench.metrics)."""
 
-    level: int
+    level: int | float | str  # a concurrency, or a rate in requests/s ("inf": all at once)
     repeat: int  # the boot
     in_boot: int  # which measurement of the level within the boot
+    probe: bool  # a capacity-search probe (servesweep.probes), not a configured level
     status: str  # ok | failed | not_run
     cause: str | None
     metrics_version: str  # servesweep.METRICS_VERSION it was computed under
@@ -159,6 +161,19 @@ class LevelSummary(TypedDict, total=False):
     client_max_loop_lag_ms: float | None
     clock_origin_ns: int | None
     started_at: str | None
+    # Rate levels only (servesweep.loads.rate_figures):
+    load: str  # "rate"
+    max_concurrency: int | None
+    target_rate: float | None
+    scheduled_rate: float | None
+    achieved_rate: float | None
+    achieved_ratio: float | None
+    send_lag_p50_ms: float | None
+    send_lag_p99_ms: float | None
+    send_lag_max_ms: float | None
+    late_requests: int
+    held_requests: int
+    rate_short: bool
     # Added by servesweep.cell around the client's summary:
     server_before: dict  # the engine's snapshot before the level
     server_after: dict  # ...and after it
@@ -190,6 +205,8 @@ class RequestRecord(TypedDict):
     tpot_ms: float | None
     chunk_times_ms: list[float]
     chunk_tokens: list[int]
+    scheduled_s: NotRequired[float]  # rate levels: when it was due, on the sent_s clock
+    held: NotRequired[bool]  # rate levels: due while the concurrency cap was full
 
 
 class CellRecord(TypedDict):
@@ -227,6 +244,7 @@ class CellRecord(TypedDict):
     stack_manifest: StackManifest
     model_manifest: ModelManifest
     levels: list[LevelSummary]
+    capacity: NotRequired[dict]  # benchmark.search only: {value, low, high, probes, attainment}
 
 
 def new_cell_record(
@@ -272,7 +290,13 @@ def new_cell_record(
         "stack_manifest": stack_manifest,
         "model_manifest": model_manifest,
         "levels": [
-            {"level": lv, "repeat": repeat, "in_boot": i, "status": "not_run", "cause": None}
+            {
+                "level": level_json(lv),
+                "repeat": repeat,
+                "in_boot": i,
+                "status": "not_run",
+                "cause": None,
+            }
             for lv, i in plan
         ],
     }

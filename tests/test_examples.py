@@ -20,7 +20,12 @@ H200_EXAMPLE = "h200-transformers.yaml"
 
 
 def test_the_examples_are_shipped():
-    assert {p.name for p in EXAMPLES} == {*GPU_EXAMPLES, H200_EXAMPLE, "vllm-cpu.yaml"}
+    assert {p.name for p in EXAMPLES} == {
+        *GPU_EXAMPLES,
+        H200_EXAMPLE,
+        "vllm-cpu.yaml",
+        "cpu-rate-slo.yaml",
+    }
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -26,6 +26,7 @@ BARE_MODULES = [
     "servesweep.bench.http1",
     "servesweep.bench.sse",
     "servesweep.bench.messages",
+    "servesweep.bench.rate_phase",
     "servesweep.watchdog",
     "servesweep.procs",
     "servesweep.stack_probe",

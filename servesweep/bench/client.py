@@ -98,13 +98,19 @@ def _split(n: int, parts: int) -> list[int]:
 
 
 def _worker_configs(
-    settings: ClientSettings, prompts: list[Prompt], warmup: int, concurrency: int, tmp: Path
+    settings: ClientSettings,
+    prompts: list[Prompt],
+    warmup: int,
+    concurrency: int,
+    tmp: Path,
+    schedule_s: list[float] | None = None,
 ) -> list[WorkerConfig]:
     """Write the level's request bodies into one file the workers map, and a counter they
     take job numbers from (per phase: warmup, measured), so any free slot in any worker
-    sends the next request; return each worker's share."""
+    sends the next request; return each worker's share. A rate level (`schedule_s`) runs
+    in one worker, which sends each measured request when it is due."""
     n = len(prompts)
-    workers = worker_count(settings, concurrency)
+    workers = 1 if schedule_s is not None else worker_count(settings, concurrency)
     offsets = [0]
     with open(tmp / "jobs", "wb") as f:
         for p in prompts:
@@ -113,6 +119,7 @@ def _worker_configs(
             offsets.append(offsets[-1] + len(body))
     (tmp / "counter").write_bytes((0).to_bytes(8, "little") + warmup.to_bytes(8, "little"))
     slots = [_split(min(concurrency, warmup), workers), _split(min(concurrency, n), workers)]
+    rate_cap = concurrency if schedule_s is not None and concurrency < n else 0
     return [
         WorkerConfig(
             url=endpoint_url(settings),
@@ -125,9 +132,24 @@ def _worker_configs(
             workers=workers,
             defer_budget_bytes=DEFER_BUDGET_BYTES // workers,
             packed_budget_bytes=PACKED_BUDGET_BYTES // workers,
+            schedule_ns=None if schedule_s is None else [round(t * 1e9) for t in schedule_s],
+            cap=rate_cap,
         )
         for w in range(workers)
     ]
+
+
+def mark_schedule(records: list, result, schedule_s: list[float], warmup: int, t0_ns: int) -> None:
+    """Each measured record's scheduled send time (`scheduled_s`, on the records' clock)
+    and whether the concurrency cap held it (`held`)."""
+    origin = result.schedule_origin_ns
+    held = set(result.held)
+    for rec in records:
+        k = rec["index"] - warmup
+        if k < 0 or origin is None:
+            continue
+        rec["scheduled_s"] = round((origin - t0_ns) / 1e9 + schedule_s[k], 6)
+        rec["held"] = rec["index"] in held
 
 
 def write_records(path: Path, records: list) -> None:
@@ -150,12 +172,17 @@ def run_level(
     progress: Callable[[str], None] | None = None,
     error_rate_threshold: float = metrics.DEFAULT_ERROR_RATE_THRESHOLD,
     cutoff: float | None = None,
+    rate: float | None = None,
+    schedule_s: list[float] | None = None,
 ) -> LevelSummary:
     """Run `warmup` requests (recorded with warmup: true, excluded from every statistic),
-    then the rest with at most `concurrency` in flight. Writes one JSON line per request to
-    records_path and returns the level summary. Server faults never raise: they become
-    per-request errors, and a stall ends the level with status failed, cause hung; so does
-    `cutoff` (time.monotonic: the job's time limit, less a margin) with cause time_limit."""
+    then the rest with at most `concurrency` in flight. A rate level (`rate` req/s, its
+    measured requests due at `schedule_s`, seconds from the first) sends each when due,
+    `concurrency` being its cap (at least the number of prompts: none). Writes one JSON
+    line per request to records_path and returns the level summary. Server faults never
+    raise: they become per-request errors, and a stall ends the level with status failed,
+    cause hung; so does `cutoff` (time.monotonic: the job's time limit, less a margin) with
+    cause time_limit."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     if not 0 <= warmup < len(prompts):
@@ -165,13 +192,15 @@ def run_level(
     started_at = utc_now()
     label = f"L{level} r{repeat}: "
     with tempfile.TemporaryDirectory(prefix="servesweep-client-") as tmp:
-        configs = _worker_configs(settings, prompts, warmup, concurrency, Path(tmp))
+        configs = _worker_configs(settings, prompts, warmup, concurrency, Path(tmp), schedule_s)
         outcome = run_workers(
             configs, len(prompts), settings.stall_timeout_s, progress, label, cutoff
         )
 
     rows = [WorkerRow(row, w) for w, result in enumerate(outcome.results) for row in result.rows]
     records = build_records(rows, prompts, warmup, settings.tokenizer, outcome.t0_ns)
+    if schedule_s is not None:
+        mark_schedule(records, outcome.results[0], schedule_s, warmup, outcome.t0_ns)
     write_records(records_path, records)
     stats = [result.stats for result in outcome.results]
     summary = metrics.level_summary(
@@ -187,6 +216,7 @@ def run_level(
         client_cpu_share=max(s.cpu_s / s.wall_s if s.wall_s else 0.0 for s in stats),
         client_max_loop_lag_ms=max(s.max_lag_ms for s in stats),
         client_workers=len(configs),
+        rate=rate,
         started_at=started_at,
         clock_origin_ns=outcome.t0_ns,
     )

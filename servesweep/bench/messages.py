@@ -26,6 +26,11 @@ class WorkerConfig(NamedTuple):
     workers: int  # how many workers share the level
     defer_budget_bytes: int  # raw stream bytes kept for parsing after the level
     packed_budget_bytes: int  # then compressed stream bytes
+    # Rate levels only: when each measured job is due, ns after the measured phase starts
+    # (servesweep.loads), and at most this many in flight (0: no cap). None: a concurrency
+    # level, whose slots send the next request as soon as one ends.
+    schedule_ns: list[int] | None = None
+    cap: int = 0
 
 
 # Coordinator -> worker
@@ -89,6 +94,10 @@ class WorkerStats(NamedTuple):
 class Result(NamedTuple):
     rows: list[ResultRow]
     stats: WorkerStats
+    # Rate levels: the perf_counter_ns the schedule counts from, and the jobs that found
+    # the concurrency cap full when they were due (sent when a request ended).
+    schedule_origin_ns: int | None = None
+    held: tuple[int, ...] = ()
 
 
 def send_msg(fd: int, obj) -> None:

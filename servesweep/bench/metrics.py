@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 
 from servesweep import METRICS_VERSION
+from servesweep.loads import level_json, parse_level, rate_figures
 from servesweep.records import LevelSummary
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el", "chunk_gap")
@@ -185,19 +186,27 @@ def level_summary(
     client_workers: int | None = None,
     started_at: str | None = None,
     clock_origin_ns: int | None = None,
+    rate: float | None = None,
 ) -> LevelSummary:
     """The level summary (docs/records.md) from its request records (warmups are skipped).
 
     `num_prompts` is how many measured requests were asked for (default: as many as were
     recorded); `stalled` marks a level the client aborted because nothing progressed,
     `timed_out` one it aborted because the job's time limit was near;
-    `client_cpu_share` is the busiest client worker's CPU time over its wall time."""
+    `client_cpu_share` is the busiest client worker's CPU time over its wall time. A rate
+    level (`rate` req/s, records with `scheduled_s`) adds its rate figures
+    (`servesweep.loads.rate_figures`); its steady window is first send → last send."""
     measured = [r for r in records if not r.get("warmup")]
     ok = [r for r in measured if r.get("ok")]
     bad = [r for r in measured if not r.get("ok")]
     target = min(concurrency or level, len(measured)) if measured else 0
+    scheduled = rate is not None and all("scheduled_s" in r for r in measured) and measured
+    if scheduled:
+        # Open loop: the arrival process runs from the first send to the last, whatever is
+        # in flight, so that is the steady window and every request counts towards it.
+        target = 1
 
-    summary: dict = {"level": level, "repeat": repeat, "status": "ok", "cause": None}
+    summary: dict = {"level": level_json(level), "repeat": repeat, "status": "ok", "cause": None}
     summary["metrics_version"] = METRICS_VERSION
     summary["num_prompts"] = num_prompts if num_prompts is not None else len(measured)
     summary["warmup"] = len(records) - len(measured)
@@ -224,11 +233,18 @@ def level_summary(
     summary["client_cpu_share"] = _r(client_cpu_share)
     # Client-bound: it did not keep the target in flight while it still had requests to
     # send, or a worker process was busy nearly all the time, which delays every timestamp.
+    saturated = client_cpu_share is not None and client_cpu_share >= CLIENT_CPU_SATURATED
     summary["client_bound"] = bool(
         never_held
-        or (achieved is not None and achieved < CLIENT_BOUND_RATIO * target)
-        or (client_cpu_share is not None and client_cpu_share >= CLIENT_CPU_SATURATED)
+        or (achieved is not None and achieved < CLIENT_BOUND_RATIO * target and not scheduled)
+        or saturated
     )
+    if scheduled:
+        figures = rate_figures(measured, parse_level(rate))
+        summary["load"] = "rate"
+        summary["max_concurrency"] = concurrency if concurrency < len(measured) else None
+        summary.update(figures._asdict())
+        summary["client_bound"] = bool(saturated or figures.rate_short)
     summary.update(_latencies(ok))
     summary["retokenized_mismatch"] = sum(retokenized_mismatch(r) for r in ok)
     summary["client_cpu_s"] = _r(client_cpu_s)

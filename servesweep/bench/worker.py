@@ -44,6 +44,7 @@ from servesweep.bench.messages import (
     WorkerStats,
     send_msg,
 )
+from servesweep.bench.rate_phase import RatePhase
 
 _now = time.perf_counter_ns
 TICK_S = 0.01  # loop-lag ticker period
@@ -109,6 +110,7 @@ class Worker:
         self.aborted = False
         self.slots: set[Slot] = set()
         self.phase_over = None
+        self.rate: RatePhase | None = None  # the measured phase of a rate level
 
     def claim(self, phase: int) -> int | None:
         """Next job of the phase, shared with the other workers."""
@@ -152,6 +154,8 @@ class Worker:
     def abort(self) -> None:
         """End every request in flight as stalled; no slot sends again."""
         self.aborted = True
+        if self.rate is not None:
+            self.rate.abort()
         for slot in list(self.slots):
             r = slot.req
             if r is not None and not r.ended:
@@ -186,6 +190,10 @@ class Worker:
         )
 
     async def run_phase(self, phase: int) -> None:
+        if phase == 1 and self.cfg.schedule_ns is not None:
+            self.rate = RatePhase(self, self.cfg.schedule_ns, self.cfg.cap)
+            await self.rate.run()
+            return
         loop = asyncio.get_running_loop()
         self.phase_over = loop.create_future()
         idle = self.client.idle
@@ -244,7 +252,10 @@ class Worker:
                 parse_response(r)
         rows = [result_row(r) for r in self.done]
         stats = WorkerStats(cpu_s, wall_s, self.max_lag_s * 1e3)
-        send_msg(self.out, Result(rows, stats))
+        rate = self.rate
+        origin = rate.origin_ns if rate is not None else None
+        held = tuple(rate.held) if rate is not None else ()
+        send_msg(self.out, Result(rows, stats, origin, held))
 
 
 def _loop_factory():

@@ -14,6 +14,8 @@ from typing import NamedTuple
 import pandas as pd
 
 from servesweep.layout import level_name
+from servesweep.results.derived import prefix_cache_hit_rate
+from servesweep.results.goodput import level_goodput
 from servesweep.results.recompute import needs_recompute, recompute
 from servesweep.results.validity import invalid_reasons
 
@@ -155,8 +157,9 @@ def _cell_problem(cell) -> str | None:
     for i, lev in enumerate(levels):
         if not isinstance(lev, dict):
             return f"levels[{i}] is not an object"
-        if not isinstance(lev.get("level"), int) or isinstance(lev.get("level"), bool):
-            return f"levels[{i}].level missing or not an integer"
+        value = lev.get("level")
+        if isinstance(value, bool) or not (isinstance(value, int | float) or value == "inf"):
+            return f"levels[{i}].level missing or not a number"
         if lev.get("status") not in LEVEL_STATUSES:
             return f"levels[{i}].status is {lev.get('status')!r}"
     return None
@@ -197,6 +200,7 @@ class Analysis(NamedTuple):
     repeats_in_boot: int = 1
     error_rate_threshold: float = 0.5
     gates: dict | None = None  # the config's `analysis` section
+    slo: dict | None = None  # the config's `slo` section: goodput per level
 
     @property
     def plan(self) -> list[tuple[int, int]] | None:
@@ -215,6 +219,12 @@ def _checked(cell: dict, lev: dict, levels_dir: Path, analysis: Analysis) -> dic
         fresh = recompute(lev, levels_dir / f"{name}.requests.jsonl", analysis.error_rate_threshold)
         if fresh is not None:
             lev = fresh
+    if lev.get("status") == "ok":
+        lev = {**lev, "prefix_cache_hit_rate": prefix_cache_hit_rate(lev)}
+    if analysis.slo and lev.get("status") == "ok" and "level" in lev:
+        name = level_name(lev["level"], lev.get("in_boot", 0))
+        path = levels_dir / f"{name}.requests.jsonl"
+        lev = {**lev, **level_goodput(path, analysis.slo, lev.get("duration_s"))}
     reasons = invalid_reasons(lev, cell.get("client_version"), analysis.gates or DEFAULT_GATES)
     return {**lev, "valid": not reasons, "invalid_reasons": "; ".join(reasons) or None}
 

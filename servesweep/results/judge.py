@@ -8,6 +8,7 @@ import pandas as pd
 
 from servesweep.config import Sweep
 from servesweep.jsonfile import read_json
+from servesweep.loads import level_json
 from servesweep.results.collect import Analysis, collect, load_cell
 from servesweep.results.correctness import sweep_rows, write_csv
 from servesweep.results.requests import RequestStore
@@ -17,10 +18,11 @@ from servesweep.results.verdicts import compare, to_frame
 def analysis_of(sweep: Sweep) -> Analysis:
     bench = sweep.benchmark
     return Analysis(
-        levels=list(bench["levels"]),
+        levels=[level_json(v) for v in sweep.levels],
         repeats_in_boot=bench["repeats_in_boot"],
         error_rate_threshold=bench["error_rate_threshold"],
         gates=sweep.analysis,
+        slo=sweep.raw.get("slo"),
     )
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 
+from servesweep.loads import level_key, parse_level
 from servesweep.results.verdicts import level_stats
 
 
@@ -19,11 +20,23 @@ def _png(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _levels_axis(ax, levels: list[int]) -> None:
+def inf_position(levels) -> float:
+    """Where an `inf` rate is drawn on a log axis: twice the largest finite level."""
+    finite = [lv for lv in levels if math.isfinite(lv)]
+    return 2.0 * max(finite) if finite else 1.0
+
+
+def _levels_axis(ax, levels: list, rate: bool = False) -> None:
     ax.set_xscale("log", base=2)
-    ax.set_xticks(levels, [str(lv) for lv in levels])
+    at = inf_position(levels)
+    ax.set_xticks(
+        [lv if math.isfinite(lv) else at for lv in levels],
+        [level_key(lv) for lv in levels],
+    )
     ax.minorticks_off()
-    ax.set_xlabel("concurrency (target in-flight requests)")
+    ax.set_xlabel(
+        "request rate (requests / s)" if rate else "concurrency (target in-flight requests)"
+    )
     ax.grid(True, alpha=0.3)
 
 
@@ -40,7 +53,9 @@ def metric_plot(
     df = summary[summary["level"].notna() & summary["valid"]].copy()
     if df.empty or column not in df:
         return None
-    df["level"] = df["level"].astype(int)
+    df["level"] = df["level"].map(parse_level)
+    rate = "load" in df and (df["load"] == "rate").any()
+    at = inf_position(df["level"].unique())
     several = df[["stack", "model"]].drop_duplicates().shape[0] > 1
     order = {v: i for i, v in enumerate(variants)}
     fig = Figure(figsize=(7.5, 4.2))
@@ -52,6 +67,7 @@ def metric_plot(
             s = level_stats(rows, column)
             if not s.n:
                 continue
+            level = level if math.isfinite(level) else at
             levels.append(level)
             means.append(s.mean)
             lows.append(s.mean if math.isnan(s.ci_low) else s.ci_low)
@@ -64,7 +80,11 @@ def metric_plot(
         ax.fill_between(levels, lows, highs, color=line.get_color(), alpha=0.2)
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         ax.scatter(xs, ys, color=line.get_color(), s=14, marker="x", alpha=0.8)
-    _levels_axis(ax, sorted(df["level"].unique()))
+    # Ticks at the configured levels; capacity-search probes (per variant, in between)
+    # are drawn but not labelled, so their labels do not overlap.
+    probe = df["probe"].astype(str).str.lower().eq("true") if "probe" in df else None
+    ticked = df["level"] if probe is None or probe.all() else df.loc[~probe, "level"]
+    _levels_axis(ax, sorted(ticked.unique()), rate)
     if logy:
         ax.set_yscale("log")
         # Plain numbers on a log axis (not 6 × 10^0).

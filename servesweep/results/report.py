@@ -18,11 +18,15 @@ import pandas as pd
 from servesweep import CLIENT_VERSION, METRICS_VERSION
 from servesweep.bench.metrics import CLIENT_BOUND_RATIO, CLIENT_CPU_SATURATED
 from servesweep.jsonfile import utc_now
-from servesweep.results import correctness_views, verdict_views, views
+from servesweep.loads import level_key
+from servesweep.results import correctness_views, load_views, verdict_views, views
+from servesweep.results.capacity import capacity_rows
 from servesweep.results.collect import load_cell, read_summary
+from servesweep.results.pareto import pareto_plot, pareto_points
 from servesweep.results.plots import metric_plot
 from servesweep.results.tables import ordered
 from servesweep.results.validity import GATES
+from servesweep.results.verdicts import FASTER, SLOWER
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 
@@ -34,11 +38,69 @@ class ReportSettings(NamedTuple):
     variants: list[str]
     analysis: dict
     title: str = "servesweep report"
+    slo: dict | None = None  # the sweep's `slo:` (goodput is in summary.csv already)
+    cost: dict | None = None  # the sweep's `cost:`
 
 
 def _order(names: list[str], found) -> list[str]:
     """The configured order, then anything else the records hold."""
     return [*names, *[x for x in ordered(found) if x not in names]]
+
+
+def pareto_view(df: pd.DataFrame, cells: list[dict], variants: list[str], cost) -> dict | None:
+    gpus = {
+        (c["stack"], c["model"], c["variant"]): int((c.get("spec") or {}).get("gpus") or 0)
+        for c in cells
+    }
+    points = pareto_points(df, gpus, cost)
+    plot = pareto_plot(points, variants)
+    if plot is None:
+        return None
+
+    def show(x, digits):
+        return "–" if x is None or pd.isna(x) else f"{x:.{digits}f}"
+
+    rows = [
+        {
+            "stack": p.stack,
+            "model": p.model,
+            "variant": p.variant,
+            "level": level_key(p.level),
+            "per_user": show(p.per_user, 1),
+            "per_gpu": show(p.per_gpu, 1),
+            "gpus": p.gpus,
+            "usd": show(p.usd_per_mtok, 3),
+            "joules": show(p.joules_per_token, 4),
+            "where": "overall" if p.overall else ("variant" if p.frontier else ""),
+        }
+        for p in points
+    ]
+    return {
+        "plot": plot,
+        "points": rows,
+        "unit": "GPU" if any(p.gpus for p in points) else "server",
+        "priced": any(p.usd_per_mtok is not None for p in points),
+    }
+
+
+def capacity_view(cells: list[dict], variants: list[str], baseline: str) -> list[dict]:
+    words = {FASTER: "higher", SLOWER: "lower"}
+
+    def show(x, digits=1):
+        return "–" if x is None else f"{x:.{digits}f}"
+
+    return [
+        {
+            "where": f"{r.stack} / {r.model}",
+            "variant": r.variant,
+            "boots": "; ".join(r.boots),
+            "mean": show(r.mean, 2),
+            "delta": "" if r.delta_pct is None else f"{r.delta_pct:+.1f} %",
+            "ci": "" if r.ci_low is None else f"[{r.ci_low:+.1f}, {r.ci_high:+.1f}] %",
+            "verdict": words.get(r.verdict, r.verdict),
+        }
+        for r in capacity_rows(cells, variants, baseline)
+    ]
 
 
 def build_report(
@@ -97,6 +159,10 @@ def build_report(
             "recomputed": int(df["recomputed_from"].notna().sum()),
         },
         analysis=settings.analysis,
+        slo=settings.slo,
+        load_table=load_views.load_table(df, variants),
+        pareto=pareto_view(df, cells, variants, settings.cost),
+        capacity=capacity_view(cells, variants, baseline),
         current_client_version=current,
         metrics_version=METRICS_VERSION,
         verdict_tables=verdict_views.verdict_tables(

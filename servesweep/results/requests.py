@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from servesweep.layout import level_name
+from servesweep.loads import parse_level
 from servesweep.results.recompute import read_requests
 
 
@@ -23,7 +24,7 @@ class RequestStore:
         for row in ok[["stack", "model", "variant", "repeat", "level", "in_boot"]].itertuples(
             index=False
         ):
-            key = (row.stack, row.model, row.variant, int(row.repeat), int(row.level))
+            key = (row.stack, row.model, row.variant, int(row.repeat), parse_level(row.level))
             self.valid.setdefault(key, []).append(int(row.in_boot))
         self._cache: dict[Path, list[dict]] = {}
 

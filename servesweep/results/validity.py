@@ -50,7 +50,11 @@ def invalid_reasons(level: dict, client_version, analysis: dict) -> list[str]:
         share = 100 * failed / (completed + failed)
         limit = 100 * analysis["max_failed_fraction"]
         reasons.append(f"failed_requests: {share:.1f} % > {limit:g} %")
-    if str(level.get("client_bound")).lower() == "true":
+    if str(level.get("rate_short")).lower() == "true":
+        ratio, late = _number(level.get("achieved_ratio")), level.get("late_requests")
+        shown = "n/a" if ratio is None else f"{ratio:.1%}"
+        reasons.append(f"client_bound: rate short, achieved {shown} of the schedule, {late} late")
+    elif str(level.get("client_bound")).lower() == "true":
         held = _number(level.get("achieved_concurrency"))
         reasons.append(f"client_bound: achieved concurrency {held if held is not None else 'n/a'}")
     mismatch = _number(level.get("retokenized_mismatch")) or 0
@@ -59,7 +63,10 @@ def invalid_reasons(level: dict, client_version, analysis: dict) -> list[str]:
     window, duration = _number(level.get("steady_window_s")), _number(level.get("duration_s"))
     needed = analysis["min_steady_fraction"]
     share = window / duration if window is not None and duration else None
-    if needed > 0 and (share is None or share < needed):  # 0: no window required
+    # An open-loop (rate) level's drain is the server's backlog of arrivals it did not keep
+    # up with: what the level measures, not ramp-down; its goodput says how it fared.
+    rate = str(level.get("load")) == "rate"
+    if needed > 0 and not rate and (share is None or share < needed):  # 0: none required
         shown = "none" if share is None else f"{window:.2f} s of {duration:.2f} s"
         reasons.append(f"short_steady_window: {shown} < {needed:.0%} of the level")
     return reasons

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from servesweep.layout import CELL_DIR
+from servesweep.loads import parse_level
 from servesweep.results.collect import STACK_FIELDS
 from servesweep.results.gpu_views import link_rows
 from servesweep.results.stats import describe
@@ -143,7 +144,7 @@ def validity_rows(df: pd.DataFrame) -> list[dict]:
             {
                 "where": where(r),
                 "boot": f"r{int(r['repeat'])}",
-                "level": int(r["level"]),
+                "level": parse_level(r["level"]),
                 "in_boot": int(r["in_boot"]) if pd.notna(r.get("in_boot")) else 0,
                 "reasons": reasons if isinstance(reasons, str) else "",
                 "recomputed": f"from metrics v{recomputed}" if pd.notna(recomputed) else "",
@@ -203,7 +204,7 @@ def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
         )
         seen.add((*_key(c), c.get("repeat", 0), f.get("level")))
     for r in df[df["status"] == "failed"].to_dict("records"):
-        lv = int(r["level"]) if pd.notna(r["level"]) else None
+        lv = parse_level(r["level"]) if pd.notna(r["level"]) else None
         if (*_key(r), int(r["repeat"]), lv) in seen:
             continue
         out.append(

@@ -1,0 +1,90 @@
+"""Capacity search (docs/load_modes.md): after a boot's configured levels, the highest
+concurrency or rate that still meets the SLO, found by bisection inside the bracket the
+configured levels give, each probe a measured, recorded level of its own.
+
+A level *meets* the SLO when its status is ok, the client delivered it (not client-bound,
+not rate short), and at least `attainment` of its measured requests met every target.
+The bracket is [the highest passing level below the lowest failing one, that failing
+level); a probe halves it (geometrically for rates, to 3 significant figures;
+arithmetically for concurrencies, to whole numbers) until `probes` have run or it cannot
+be split. The capacity is the bracket's low end, reported with the bracket."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from servesweep.loads import INF
+
+DEFAULT_ATTAINMENT = 0.9
+
+
+class Search(NamedTuple):
+    probes: int  # at most this many extra levels per boot
+    attainment: float  # share of requests that must meet the SLO
+
+
+def search_of(spec: dict) -> Search | None:
+    s = spec["benchmark"].get("search")
+    if not s:
+        return None
+    return Search(int(s.get("probes", 4)), float(s.get("attainment", DEFAULT_ATTAINMENT)))
+
+
+def meets(summary: dict, share: float | None, attainment: float) -> bool:
+    return (
+        summary.get("status") == "ok"
+        and not summary.get("client_bound")
+        and not summary.get("rate_short")
+        and share is not None
+        and share >= attainment
+    )
+
+
+class Bracket(NamedTuple):
+    low: float | None  # highest level that met the SLO (None: none did)
+    high: float | None  # lowest level above it that did not (None: every one did)
+
+
+def bracket(results: dict) -> Bracket:
+    """From {level: met?}: the lowest failing level, and the highest passing one below it.
+    A pass above a failure (a short `inf` burst the server absorbed although it could not
+    sustain a lower rate) does not lift the capacity past the failure."""
+    failing = [lv for lv, ok in results.items() if not ok]
+    high = min(failing) if failing else None
+    passing = [lv for lv, ok in results.items() if ok and (high is None or lv < high)]
+    return Bracket(max(passing) if passing else None, high)
+
+
+def next_probe(b: Bracket, rate: bool) -> float | int | None:
+    """The level that halves the bracket, or None when it cannot (or need not) be split:
+    no failing level above (capacity is at least the highest), none passing, or nothing
+    between its ends."""
+    if b.low is None or b.high is None:
+        return None
+    if rate:
+        if b.high == INF:
+            return None  # an unbounded bracket has no middle
+        mid = float(f"{math.sqrt(b.low * b.high):.3g}")
+        return mid if b.low < mid < b.high else None
+    mid = (int(b.low) + int(b.high)) // 2
+    return mid if b.low < mid < b.high else None
+
+
+class Capacity(NamedTuple):
+    value: float | int | None  # the highest level that met the SLO
+    low: float | int | None  # the bracket: [low, high)
+    high: float | int | None
+    probes: list  # the probe levels run, in order
+    attainment: float
+
+    def as_dict(self) -> dict:
+        from servesweep.loads import level_json
+
+        return {
+            "value": None if self.value is None else level_json(self.value),
+            "low": None if self.low is None else level_json(self.low),
+            "high": None if self.high is None else level_json(self.high),
+            "probes": [level_json(p) for p in self.probes],
+            "attainment": self.attainment,
+        }

@@ -1,0 +1,86 @@
+"""Max load within the SLO (the capacity search's result, `cell.json` → `capacity`)
+compared with the baseline like any other metric: per boot its value, across boots the
+mean and 95 % interval, against the baseline Welch's interval of the difference as a
+percentage of the baseline's mean, and a verdict (higher is better)."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from servesweep.loads import level_key, parse_level
+from servesweep.results import stats
+from servesweep.results.verdicts import verdict_of
+
+
+class CapacityRow(NamedTuple):
+    stack: str
+    model: str
+    variant: str
+    boots: list[str]  # "r0: 11.3 [11.3, 16)" per boot
+    mean: float | None
+    n: int
+    delta_pct: float | None  # against the baseline of the same stack and model
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+
+
+def _boot_text(repeat: int, cap: dict) -> str:
+    low = "–" if cap.get("low") is None else level_key(cap["low"])
+    high = "∞" if cap.get("high") is None else level_key(cap["high"])
+    value = "none" if cap.get("value") is None else level_key(cap["value"])
+    unsure = cap.get("client_bound_levels") or []
+    note = f" (client-bound at {', '.join(level_key(v) for v in unsure)})" if unsure else ""
+    return f"r{repeat}: {value} [{low}, {high}){note}"
+
+
+def capacity_rows(cells: list[dict], variants: list[str], baseline: str) -> list[CapacityRow]:
+    found: dict[tuple[str, str, str], list[tuple[int, dict]]] = {}
+    for c in cells:
+        cap = c.get("capacity")
+        if c.get("status") == "ok" and isinstance(cap, dict):
+            key = (c["stack"], c["model"], c["variant"])
+            found.setdefault(key, []).append((c.get("repeat", 0), cap))
+    values = {
+        key: [
+            float(parse_level(cap["value"]))
+            for _, cap in boots
+            if cap.get("value") is not None and math.isfinite(float(parse_level(cap["value"])))
+        ]
+        for key, boots in found.items()
+    }
+    order = {v: i for i, v in enumerate(variants)}
+    rows = []
+    for key in sorted(found, key=lambda k: (k[0], k[1], order.get(k[2], 99))):
+        mine = values[key]
+        ref = values.get((key[0], key[1], baseline), [])
+        mean = sum(mine) / len(mine) if mine else None
+        delta = low = high = None
+        verdict = ""
+        if key[2] != baseline and mine and ref:
+            ref_mean = sum(ref) / len(ref)
+            delta = (mean / ref_mean - 1) * 100
+            w = stats.welch(mine, ref) if len(mine) > 1 and len(ref) > 1 else None
+            if w is not None:
+                low, high = w.ci_low / ref_mean * 100, w.ci_high / ref_mean * 100
+            verdict = verdict_of(
+                math.nan if low is None else low,
+                math.nan if high is None else high,
+                len(mine),
+                len(ref),
+                higher_is_better=True,
+            )
+        rows.append(
+            CapacityRow(
+                *key,
+                [_boot_text(r, cap) for r, cap in sorted(found[key], key=lambda x: x[0])],
+                mean,
+                len(mine),
+                delta,
+                low,
+                high,
+                verdict,
+            )
+        )
+    return rows
