@@ -11,6 +11,7 @@ from pathlib import Path
 
 from servesweep.bench.client import ClientSettings, probe_generation, run_level
 from servesweep.bench.workload import load_tokenizer
+from servesweep.capacity_search import run_capacity_search
 from servesweep.config import spec_hash
 from servesweep.correctness import run_correctness
 from servesweep.engines import get_engine, launch_command, launch_env
@@ -20,11 +21,10 @@ from servesweep.gpu_slots import GpuLease
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.layout import level_name
 from servesweep.levels import is_rate, level_plan, make_prompts, rate_schedule
-from servesweep.loads import level_json, level_key
-from servesweep.probes import Capacity, bracket, meets, next_probe, search_of
+from servesweep.loads import level_key
+from servesweep.probes import search_of
 from servesweep.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.records import CellRecord, LevelSummary, new_cell_record
-from servesweep.results.goodput import level_goodput
 from servesweep.scheduler import time_limit_margin
 from servesweep.server import ServerProcess, port_is_free
 from servesweep.server_env import comm_env, server_env, workflow_env
@@ -230,64 +230,7 @@ class CellRun:
             if not self.run_level(server, index, level, in_boot, gpu_indices):
                 return
         if search_of(self.spec):
-            self.run_probes(server, gpu_indices, probe_s)
-
-    def level_meets_slo(self, summary: dict, level, in_boot: int) -> bool:
-        """Whether a measured level met the spec's SLO (servesweep.probes.meets)."""
-        path = self.levels_dir / f"{level_name(level, in_boot)}.requests.jsonl"
-        share = level_goodput(path, self.spec["slo"], summary.get("duration_s")).get(
-            "slo_met_share"
-        )
-        return meets(summary, share, search_of(self.spec).attainment)
-
-    def run_probes(self, server: ServerProcess, gpu_indices, probe_s: float) -> None:
-        """The capacity search (servesweep.probes): probe levels inside the bracket the
-        configured levels give, each recorded like any level; the result in the record's
-        `capacity`."""
-        search, rate = search_of(self.spec), is_rate(self.spec)
-        met: dict = {}
-        unsure: list = []  # levels the client, not the server, failed: counted as failing
-        for (level, in_boot), summary in zip(self.plan, self.record["levels"], strict=True):
-            ok = self.level_meets_slo(summary, level, in_boot)
-            met[level] = met.get(level, True) and ok
-            if summary.get("client_bound"):
-                unsure.append(level)
-        probes: list = []
-        while len(probes) < search.probes:
-            probe = next_probe(bracket(met), rate)
-            if probe is None or probe in met:
-                break
-            unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
-            left = self.left()
-            if unfit or (left is not None and left <= 0):
-                break  # the search stops; what was measured stands
-            self.record["levels"].append(
-                {
-                    "level": level_json(probe),
-                    "repeat": self.repeat,
-                    "in_boot": 0,
-                    "status": "not_run",
-                    "cause": None,
-                    "probe": True,
-                }
-            )
-            index = len(self.record["levels"]) - 1
-            probes.append(probe)
-            b = bracket(met)
-            self.log(
-                f"capacity search: probing {level_key(probe)} (bracket [{level_key(b.low)}, "
-                f"{level_key(b.high)}))"
-            )
-            if not self.run_level(server, index, probe, 0, gpu_indices, probe=True):
-                return
-            met[probe] = self.level_meets_slo(self.record["levels"][index], probe, 0)
-            if self.record["levels"][index].get("client_bound"):
-                unsure.append(probe)
-        b = bracket(met)
-        capacity = Capacity(b.low, b.low, b.high, probes, search.attainment).as_dict()
-        capacity["client_bound_levels"] = [level_json(lv) for lv in unsure]
-        self.record["capacity"] = capacity
-        self.log(f"capacity within SLO: {self.record['capacity']}")
+            run_capacity_search(self, server, gpu_indices, probe_s)
 
     def run_level(
         self, server, index: int, level, in_boot: int, gpu_indices, probe: bool = False

@@ -10,7 +10,6 @@ import copy
 import hashlib
 import itertools
 import json
-import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -19,9 +18,8 @@ import jsonschema
 import yaml
 
 from servesweep import CLIENT_VERSION
-from servesweep.config_checks import LoadConfigError, check_loads
+from servesweep.config_checks import CheckError, check_loads, check_stacks, check_variant_gpus
 from servesweep.engines import ENGINES, get_engine
-from servesweep.gpu_slots import parallel_gpus
 from servesweep.loads import arrival, level_json, level_key, parse_level
 from servesweep.loads import num_prompts as level_prompts
 
@@ -328,27 +326,11 @@ def check_semantics(config: dict) -> None:
             )
         except ValueError as exc:
             raise ConfigError(f"config: variants.{name}.flags: {exc}") from None
-        needed, said = parallel_gpus(variant["flags"])
-        gpus = config["server"]["gpus"] if variant["gpus"] is None else variant["gpus"]
-        if needed > 1 and gpus < needed:
-            raise ConfigError(
-                f"config: variants.{name}.gpus: the cell holds {gpus} GPU(s) but its flags "
-                f"({said}) spread the server over {needed}; set gpus: {needed}"
-            )
-    for name, stack in config["stacks"].items():
-        if stack["kind"] == "venv" and "requirements" not in stack:
-            raise ConfigError(f"config: stacks.{name}.requirements: required for kind venv")
-        requirements = stack.get("requirements")
-        if requirements is not None and not os.access(requirements, os.R_OK):
-            raise ConfigError(
-                f"config: stacks.{name}.requirements: cannot read {requirements} "
-                f"(relative paths are from {os.getcwd()})"
-            )
-        if stack["kind"] == "existing" and "python" not in stack:
-            raise ConfigError(f"config: stacks.{name}.python: required for kind existing")
     try:
+        check_variant_gpus(config, resolved)
+        check_stacks(config)
         check_loads(config)
-    except LoadConfigError as exc:
+    except CheckError as exc:
         raise ConfigError(str(exc)) from None
     bench = config["benchmark"]
     workload = bench.get("workload", {})
