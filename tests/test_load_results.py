@@ -90,6 +90,33 @@ def test_capacity_against_baseline_by_hand():
     assert rows["baseline"].boots == ["r0: 5 [5, 8)", "r1: 5 [5, 8)"]
 
 
+def test_capacity_interval_keeps_the_brackets_when_boots_agree():
+    # Both boots of each side stop in the same bracket: Welch has no spread ([+182.8, +182.8]),
+    # but the capacities may lie anywhere in their brackets.
+    apart = [
+        _cell("baseline", 0, 32, 32, 38.1),
+        _cell("baseline", 1, 32, 32, 38.1),
+        _cell("cb", 0, 90.5, 90.5, 108),
+        _cell("cb", 1, 90.5, 90.5, 108),
+    ]
+    cb = {r.variant: r for r in capacity_rows(apart, ["baseline", "cb"], "baseline")}["cb"]
+    assert cb.delta_pct == pytest.approx(182.8125)
+    assert cb.ci_low == pytest.approx((90.5 / 38.1 - 1) * 100)  # +137.5 %
+    assert cb.ci_high == pytest.approx((108 / 32 - 1) * 100)  # +237.5 %
+    assert cb.verdict == "faster"  # shown as "higher" in the report
+    # Overlapping brackets: the same two equal boots a side decide nothing.
+    overlap = [
+        _cell("baseline", 0, 32, 32, 64),
+        _cell("baseline", 1, 32, 32, 64),
+        _cell("cb", 0, 45.3, 45.3, 64),
+        _cell("cb", 1, 45.3, 45.3, 64),
+    ]
+    cb = {r.variant: r for r in capacity_rows(overlap, ["baseline", "cb"], "baseline")}["cb"]
+    assert cb.ci_low == pytest.approx((45.3 / 64 - 1) * 100)
+    assert cb.ci_high == pytest.approx(100.0)
+    assert cb.verdict == "no significant change"
+
+
 def test_frontier_by_hand():
     # (per-user, per-gpu): (10, 100) and (50, 40) are on it; (9, 90) is beaten by the first,
     # (30, 30) by the second; (60, 10) is the fastest per user, so it is on it too.

@@ -1,7 +1,13 @@
 """Max load within the SLO (the capacity search's result, `cell.json` → `capacity`)
 compared with the baseline like any other metric: per boot its value, across boots the
-mean and 95 % interval, against the baseline Welch's interval of the difference as a
-percentage of the baseline's mean, and a verdict (higher is better)."""
+mean, and against the baseline an interval of the difference as a percentage of the
+baseline's mean, with a verdict (higher is better).
+
+A boot's capacity is only known to lie in its bracket [highest level that met the SLO, lowest
+that did not), so the interval is the hull of two: Welch's 95 % interval over the boots'
+values, and the range the brackets allow (lowest low over highest high, and the other way
+round). Boots that all stop in the same bracket give Welch no spread at all; the brackets
+still say how far apart the two capacities may be."""
 
 from __future__ import annotations
 
@@ -35,6 +41,24 @@ def _boot_text(repeat: int, cap: dict) -> str:
     return f"r{repeat}: {value} [{low}, {high}){note}"
 
 
+def bracket_range(mine: list[tuple[int, dict]], ref: list[tuple[int, dict]]):
+    """Δ % between two capacities that the boots' brackets allow: (lowest of mine / highest
+    of the baseline's, highest of mine / lowest of the baseline's) - 1; a bracket open at the
+    top (every level met the SLO) allows any increase."""
+
+    def bounds(boots):
+        lows = [float(parse_level(c["low"])) for _, c in boots if c.get("low") is not None]
+        highs = [c.get("high") for _, c in boots]
+        top = math.inf if None in highs else max(float(parse_level(h)) for h in highs)
+        return (min(lows) if lows else 0.0), top
+
+    low, high = bounds(mine)
+    ref_low, ref_high = bounds(ref)
+    lo = (low / ref_high - 1) * 100 if math.isfinite(ref_high) else -100.0
+    hi = (high / ref_low - 1) * 100 if ref_low > 0 and math.isfinite(high) else math.inf
+    return lo, hi
+
+
 def capacity_rows(cells: list[dict], variants: list[str], baseline: str) -> list[CapacityRow]:
     found: dict[tuple[str, str, str], list[tuple[int, dict]]] = {}
     for c in cells:
@@ -64,6 +88,8 @@ def capacity_rows(cells: list[dict], variants: list[str], baseline: str) -> list
             w = stats.welch(mine, ref) if len(mine) > 1 and len(ref) > 1 else None
             if w is not None:
                 low, high = w.ci_low / ref_mean * 100, w.ci_high / ref_mean * 100
+                b_low, b_high = bracket_range(found[key], found[(key[0], key[1], baseline)])
+                low, high = min(low, b_low), max(high, b_high)
             verdict = verdict_of(
                 math.nan if low is None else low,
                 math.nan if high is None else high,
