@@ -15,14 +15,16 @@ from servesweep.config import load_file
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
 GPU_EXAMPLES = ["kimi-k2.5-eagle3.yaml", "glm5-nvfp4.yaml"]
-# The one example run on a lent GPU (benchmarks/gpu_run.sh): transformers serve on CUDA.
+# The examples run on a lent GPU (benchmarks/gpu_run.sh): transformers serve on CUDA.
 H200_EXAMPLE = "h200-transformers.yaml"
+H200_RATE_EXAMPLE = "h200-rate-slo.yaml"
 
 
 def test_the_examples_are_shipped():
     assert {p.name for p in EXAMPLES} == {
         *GPU_EXAMPLES,
         H200_EXAMPLE,
+        H200_RATE_EXAMPLE,
         "vllm-cpu.yaml",
         "cpu-rate-slo.yaml",
     }
@@ -67,6 +69,19 @@ def test_h200_example_sweeps_two_stacks_and_two_gpu_variants_on_one_gpu():
     for stack, model, variant in sweep.cells:
         command = sweep.spec(stack, model, variant)["command"]
         assert command[command.index("--device") + 1] == "cuda", command
+
+
+def test_h200_rate_example_prices_gpus_under_mlperfs_llama2_server_slo():
+    sweep = load_file(ROOT / "config" / "examples" / H200_RATE_EXAMPLE)
+    assert sweep.levels[:3] == [8, 32, 128] and sweep.load_kind == "rate"
+    raw = yaml.safe_load((ROOT / "config" / "examples" / H200_RATE_EXAMPLE).read_text())
+    assert raw["slo"] == {"ttft_ms": 2000, "tpot_ms": 200}  # MLPerf Llama-2-70B, server
+    assert raw["cost"]["usd_per_gpu_hour"] > 0
+    # The same server as the concurrency example: only the load differs.
+    other = load_file(ROOT / "config" / "examples" / H200_EXAMPLE)
+    for variant in sweep.variants:
+        mine = sweep.spec("tf-5.17", "moe-1b", variant)["command"]
+        assert mine == other.spec("tf-5.17", "moe-1b", variant)["command"]
 
 
 def requirement_pins(path: Path) -> dict[str, str]:
