@@ -39,7 +39,7 @@ def test_the_verdict_table_comes_first_with_intervals_from_boots(sweep, tmp_path
     out = tmp_path / "report.html"
     build_report(summary, verdicts, paths, out, SETTINGS, current_client_version=CLIENT_VERSION)
     html = out.read_text()
-    assert html.index('id="verdicts"') < html.index("Throughput and latency vs concurrency")
+    assert html.index('id="verdicts"') < html.index("Throughput and latency vs load")
 
     # cb at level 10 against baseline, worked by hand from the fabricated boots.
     cb = [tput("cb", 10, r) for r in range(REPEATS)]
