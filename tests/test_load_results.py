@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from servesweep import probes
-from servesweep.results.capacity import capacity_rows
+from servesweep.results.capacity import capacity_comparisons, capacity_rows
 from servesweep.results.derived import prefix_cache_hit_rate
 from servesweep.results.goodput import goodput, meets
 from servesweep.results.pareto import frontier, pareto_points
@@ -104,6 +104,16 @@ def test_capacity_interval_keeps_the_brackets_when_boots_agree():
     assert cb.ci_low == pytest.approx((90.5 / 38.1 - 1) * 100)  # +137.5 %
     assert cb.ci_high == pytest.approx((108 / 32 - 1) * 100)  # +237.5 %
     assert cb.verdict == "faster"  # shown as "higher" in the report
+    rows = capacity_rows(apart, ["baseline", "cb"], "baseline")
+    (csv_row,) = capacity_comparisons(rows, "baseline", noise_cv=0.05)
+    assert (csv_row.metric, csv_row.level, csv_row.compared_variant) == (
+        "max_load_within_slo",
+        "",
+        "baseline",
+    )
+    assert (csv_row.n, csv_row.n_ref, csv_row.mean, csv_row.mean_ref) == (2, 2, 90.5, 32.0)
+    assert (csv_row.delta_lo, csv_row.delta_hi) == (cb.ci_low, cb.ci_high)
+    assert csv_row.cv == 0 and not csv_row.noisy
     # Overlapping brackets: the same two equal boots a side decide nothing.
     overlap = [
         _cell("baseline", 0, 32, 32, 64),

@@ -165,5 +165,12 @@ def test_capacity_search_stays_under_the_servers_true_capacity(tmp_path):
         assert share[float(cap["high"])] < 0.9
         capacities[variant] = cap["value"]
     assert capacities["wide"] > capacities["baseline"]
+    # Compared like any other metric: a verdicts.csv row (one boot a side: no interval).
+    verdicts = list(csv.DictReader(open(tmp_path / "results" / "verdicts.csv")))
+    (cap_row,) = [v for v in verdicts if v["metric"] == "max_load_within_slo"]
+    assert (cap_row["variant"], cap_row["compared_variant"]) == ("wide", "baseline")
+    assert float(cap_row["mean"]) == capacities["wide"]
+    assert float(cap_row["mean_ref"]) == capacities["baseline"]
+    assert cap_row["verdict"] == "inconclusive (n < 2)"
     html = (tmp_path / "results" / "report.html").read_text()
     assert "Max load within the SLO" in html

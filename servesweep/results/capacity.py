@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from servesweep.loads import level_key, parse_level
 from servesweep.results import stats
-from servesweep.results.verdicts import verdict_of
+from servesweep.results.verdicts import Comparison, verdict_of
 
 
 class CapacityRow(NamedTuple):
@@ -30,6 +30,7 @@ class CapacityRow(NamedTuple):
     ci_low: float | None
     ci_high: float | None
     verdict: str
+    values: tuple[float, ...] = ()  # the boots' capacities (finite ones)
 
 
 def _boot_text(repeat: int, cap: dict) -> str:
@@ -107,6 +108,33 @@ def capacity_rows(cells: list[dict], variants: list[str], baseline: str) -> list
                 low,
                 high,
                 verdict,
+                tuple(mine),
             )
         )
     return rows
+
+
+CAPACITY_METRIC = "max_load_within_slo"
+
+
+def capacity_comparisons(rows: list[CapacityRow], baseline: str, noise_cv: float) -> list:
+    """The capacity rows as verdicts.csv rows (metric `max_load_within_slo`, no level): a
+    variant's max load within the SLO against its baseline's, like any other metric."""
+    ref = {(r.stack, r.model): r for r in rows if r.variant == baseline}
+    out = []
+    for r in rows:
+        base = ref.get((r.stack, r.model))
+        if r.variant == baseline or base is None or not r.values or not base.values:
+            continue
+        cv, cv_ref = stats.describe(r.values).cv, stats.describe(base.values).cv
+        noisy = any(c > noise_cv for c in (cv, cv_ref) if not math.isnan(c))
+        nan = math.nan
+        out.append(
+            Comparison(
+                *(r.stack, r.model, r.variant, "", CAPACITY_METRIC, "variant", r.stack, baseline),
+                *(r.n, base.n, r.mean, base.mean, cv, cv_ref, nan),
+                *(r.delta_pct, nan if r.ci_low is None else r.ci_low),
+                *(nan if r.ci_high is None else r.ci_high, r.verdict, noisy, None, ""),
+            )
+        )
+    return out

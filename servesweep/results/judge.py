@@ -9,6 +9,7 @@ import pandas as pd
 from servesweep.config import Sweep
 from servesweep.jsonfile import read_json
 from servesweep.loads import level_json
+from servesweep.results.capacity import capacity_comparisons, capacity_rows
 from servesweep.results.collect import Analysis, collect, load_cell
 from servesweep.results.correctness import sweep_rows, write_csv
 from servesweep.results.requests import RequestStore
@@ -50,15 +51,17 @@ def collect_and_judge(
     dirs = {
         (c["stack"], c["model"], c["variant"], c.get("repeat", 0)): Path(p).parent for c, p in cells
     }
-    verdicts = to_frame(
-        compare(
-            summary,
-            sweep.analysis,
-            list(sweep.stacks),
-            list(sweep.variants),
-            RequestStore(dirs, summary),
-        )
+    comparisons = compare(
+        summary,
+        sweep.analysis,
+        list(sweep.stacks),
+        list(sweep.variants),
+        RequestStore(dirs, summary),
     )
+    baseline = sweep.analysis["baseline"]
+    capacity = capacity_rows([c for c, _ in cells], list(sweep.variants), baseline)
+    comparisons += capacity_comparisons(capacity, baseline, sweep.analysis["noise_cv"])
+    verdicts = to_frame(comparisons)
     Path(verdicts_csv).parent.mkdir(parents=True, exist_ok=True)
     verdicts.to_csv(verdicts_csv, index=False)
     if correctness_csv is not None:
