@@ -15,6 +15,7 @@ from fixtures.faults import (
     config,
     fault_servers_running,
     job_log_pids,
+    kill_if_running,
     planned_cells,
     wait_for,
     write,
@@ -127,9 +128,7 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
         gone_s = time.monotonic() - start
         owner.wait(timeout=60)
     finally:
-        if owner.poll() is None:
-            os.killpg(owner.pid, signal.SIGKILL)
-            owner.wait()
+        kill_if_running(owner)
     assert not fault_servers_running(tmp_path)
     slow_cell = tmp_path / "results/cells/test/tiny/slow/r0/cell.json"
     dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", cfg_path)

@@ -7,10 +7,16 @@ import os
 import re
 
 import pytest
-from fixtures.faults import config, fault_servers_running, write
+from fixtures.faults import config, fault_servers_running, kill_if_running, write
 from fixtures.workflow import run_snakemake
 
 pytestmark = pytest.mark.workflow
+
+
+def without_cuda_devices() -> dict:
+    """This process's environment without CUDA_VISIBLE_DEVICES: the pool must come from
+    gpu_slots.host_gpus, not from whatever the test runner inherited."""
+    return {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
 
 
 def span(cell: dict) -> tuple[float, float]:
@@ -30,7 +36,7 @@ def test_one_gpu_cells_run_on_their_own_gpus(tmp_path, gpu_resource, host_gpus):
     }
     slots = {"host_gpus": host_gpus, "lock_dir": str(tmp_path / "slots"), "wait_s": 120}
     cfg = config(variants, levels=(1,), min_prompts=20, gpu_slots=slots)
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env = without_cuda_devices()
     run = run_snakemake(
         tmp_path,
         "results/cells/test/tiny/baseline/r0/cell.json",
@@ -92,7 +98,7 @@ def test_a_cell_needing_more_gpus_than_the_host_has_is_a_failed_result(tmp_path)
     variants = {"baseline": {"flags": {}}, "tp4": {"gpus": 4, "flags": {}}}
     slots = {"host_gpus": 2, "lock_dir": str(tmp_path / "slots")}
     cfg = config(variants, levels=(1,), gpu_slots=slots)
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env = without_cuda_devices()
     run = run_snakemake(
         tmp_path,
         "results/report.html",
@@ -150,7 +156,7 @@ def test_a_cell_killed_with_sigkill_leaves_its_gpu_free(tmp_path):
         min_prompts=40,
         gpu_slots=slots,
     )
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env = without_cuda_devices()
     target = "results/cells/test/tiny/baseline/r0/cell.json"
     cmd = snakemake_cmd(tmp_path, target, "--cores", "1", "--configfile", write(tmp_path, cfg))
     owner = subprocess.Popen(
@@ -167,9 +173,7 @@ def test_a_cell_killed_with_sigkill_leaves_its_gpu_free(tmp_path):
         wait_for(lambda: not group_members(server_pid), 30, "the server's group to end")
         owner.wait(timeout=60)
     finally:
-        if owner.poll() is None:
-            os.killpg(owner.pid, signal.SIGKILL)
-            owner.wait()
+        kill_if_running(owner)
     assert not fault_servers_running(tmp_path)
     with hold(1, {**slots, "wait_s": 10}, environ={}, log=lambda m: None) as lease:
         assert lease.held == ["0"]

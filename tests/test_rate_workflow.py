@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.faults import write
+from fixtures.faults import tiny_model, write
 from fixtures.workflow import run_snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,17 +38,7 @@ def rate_config() -> dict:
 
     return {
         "stacks": {"test": {"kind": "existing", "python": sys.executable}},
-        "models": {
-            "tiny": {
-                "synthetic": {
-                    "hidden_size": 64,
-                    "num_layers": 1,
-                    "num_experts": 2,
-                    "experts_per_token": 1,
-                    "vocab_size": 1024,
-                }
-            }
-        },
+        "models": {"tiny": tiny_model()},
         "engine": "command",
         "server": {"boot_timeout_s": 15, "teardown_grace_s": 3},
         "variants": {"baseline": variant([30, 30, 30, 400]), "slow": variant([30, 30, 250, 400])},

@@ -24,6 +24,7 @@ from fixtures.faults import (
     config,
     fault_servers_running,
     job_log_pids,
+    kill_if_running,
     planned_cells,
     wait_for,
     write,
@@ -306,9 +307,7 @@ def test_scancel_of_a_running_cell_leaves_no_server_and_the_next_run_measures_it
         (tmp_path / "server-gone-after-scancel-s.txt").write_text(f"{gone_s:.2f}\n")
         owner.wait(timeout=420)
     finally:
-        if owner.poll() is None:
-            os.killpg(owner.pid, 9)
-            owner.wait()
+        kill_if_running(owner)
         log.close()
     first = (tmp_path / "first.log").read_text()
     assert owner.returncode == 1, first[-3000:]  # keep-going: the rest ran, then it failed

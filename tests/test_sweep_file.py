@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.faults import tiny_model
 from fixtures.workflow import planned_jobs, run_snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,17 +167,7 @@ def small_user_sweep(work: Path) -> Path:
     """What a user writes: a command-engine server, its own model, a baseline with flags."""
     sweep = {
         "stacks": {"here": {"kind": "existing", "python": sys.executable}},
-        "models": {
-            "mini": {
-                "synthetic": {
-                    "hidden_size": 64,
-                    "num_layers": 1,
-                    "num_experts": 2,
-                    "experts_per_token": 1,
-                    "vocab_size": 1024,
-                }
-            }
-        },
+        "models": {"mini": tiny_model()},
         "engine": "command",
         "server": {"boot_timeout_s": 20, "teardown_grace_s": 3},
         "variants": {
