@@ -32,7 +32,7 @@ from record import write_result  # noqa: E402
 
 from servesweep import loads  # noqa: E402
 from servesweep.bench.client import ClientSettings, run_level  # noqa: E402
-from servesweep.bench.workload import Prompt  # noqa: E402
+from servesweep.workloads.basic import Prompt  # noqa: E402
 
 
 def one(srv, rate: float, seconds: float, seed: int, tmp: Path) -> dict:

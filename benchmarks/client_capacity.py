@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from record import write_result  # noqa: E402
 
 from servesweep.bench import client as ours  # noqa: E402
-from servesweep.bench.workload import load_tokenizer, random_prompts  # noqa: E402
+from servesweep.workloads.basic import load_tokenizer, random_prompts  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 INPUT_TOKENS, OUTPUT_TOKENS = 32, 256
@@ -78,7 +78,7 @@ class Stub:
 def model_dir(given: str | None) -> Path:
     if given:
         return Path(given)
-    from servesweep.models import materialize
+    from servesweep.resources.models import materialize
 
     dest = Path(tempfile.gettempdir()) / "servesweep-bench" / "model"
     if not (dest / "files" / "tokenizer.json").exists():

@@ -2,7 +2,8 @@
 
     python benchmarks/correctness_cost.py --stack-python P [--repeats 3] [--out FILE]
 
-For each variant of config/config.yaml (its model built with servesweep.models.materialize,
+For each variant of config/config.yaml (its model built with
+servesweep.resources.models.materialize,
 its flags, its engine): one server, then the pass `--repeats` times for each of the settings
 below, interleaved; each pass's seconds (and its one-at-a-time and all-together parts), the
 machine's load, and every variant's comparison with the baseline of the same repeat.
@@ -21,14 +22,14 @@ from pathlib import Path
 import yaml
 
 from servesweep.bench.client import ClientSettings, probe_generation
-from servesweep.bench.workload import load_tokenizer
-from servesweep.config import load
-from servesweep.correctness import run_correctness
-from servesweep.engines import get_engine
-from servesweep.models import materialize
-from servesweep.readiness import wait_ready
-from servesweep.results.correctness import compare_modes, compare_records
-from servesweep.server import ServerProcess, free_port
+from servesweep.correctness.answers import run_correctness
+from servesweep.correctness.compare import compare_modes, compare_records
+from servesweep.resources.models import materialize
+from servesweep.server.engines import get_engine
+from servesweep.server.process import ServerProcess, free_port
+from servesweep.server.readiness import wait_ready
+from servesweep.sweep.config import load
+from servesweep.workloads.basic import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {

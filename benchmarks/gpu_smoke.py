@@ -210,8 +210,8 @@ def build_config(args, python: str) -> dict:
 
 def report(cell_paths, levels, work: Path, out: Path, digest: dict) -> None:
     """summary.csv and report.html over the cells that finished, copied to OUT."""
-    from servesweep.results.collect import collect
-    from servesweep.results.report import build_report
+    from servesweep.results.collect.cells import collect
+    from servesweep.results.report.build import build_report
 
     results = work / "results"
     df = collect(cell_paths, results / "summary.csv", levels=levels)
@@ -309,10 +309,10 @@ def main() -> int:
         log(f"NVML before anything: {digest['nvml_idle']}")
         save_digest()
 
-        from servesweep.cell import run_cell
-        from servesweep.config import load
-        from servesweep.models import materialize
-        from servesweep.stacks import setup_stack
+        from servesweep.resources.models import materialize
+        from servesweep.resources.stacks import setup_stack
+        from servesweep.run.cell import run_cell
+        from servesweep.sweep.config import load
 
         # 1. The stack, described from inside its own interpreter.
         t = time.monotonic()

@@ -43,9 +43,9 @@ sys.path.insert(0, str(ROOT))
 from record import write_result  # noqa: E402
 
 from servesweep.bench.client import ClientSettings, probe_generation, run_level  # noqa: E402
-from servesweep.bench.workload import load_tokenizer, random_prompts  # noqa: E402
-from servesweep.readiness import wait_ready  # noqa: E402
-from servesweep.server import ServerProcess, free_port  # noqa: E402
+from servesweep.server.process import ServerProcess, free_port  # noqa: E402
+from servesweep.server.readiness import wait_ready  # noqa: E402
+from servesweep.workloads.basic import load_tokenizer, random_prompts  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 # (label, our summary field, bench_serving result field); the first three are the check.
@@ -89,7 +89,7 @@ class Proxy:
 def model_dir(given: str | None) -> Path:
     if given:
         return Path(given).resolve()
-    from servesweep.models import materialize
+    from servesweep.resources.models import materialize
 
     dest = Path(tempfile.gettempdir()) / "servesweep-bench" / "model"
     if not (dest / "files" / "config.json").exists():

@@ -9,7 +9,7 @@ wrote each chunk; the client's workers run on the other cores (--client-cores), 
 need not queue behind each other. Every request streams --tokens tokens --gap-ms apart
 after a TTFT of 5-47 ms (spread so streams do not restart in waves); a warmup of one
 request per stream opens the connections first. Errors are measured minus true, per
-request (TTFT, E2EL, TPOT) and per gap between chunks (ITL), as in tests/test_client.py;
+request (TTFT, E2EL, TPOT) and per gap between chunks (ITL), as in tests/unit/bench/test_client.py;
 printed per repeat and as medians over repeats, with how late the machine woke a 1 ms
 sleeper on the server's and a client's core meanwhile (its own noise floor). Results go
 to benchmarks/results/timing_accuracy.json, or --out.
@@ -33,7 +33,7 @@ from fixtures.timing import NoiseProbe, timing_errors  # noqa: E402
 from record import write_result  # noqa: E402
 
 from servesweep.bench.client import ClientSettings, run_level  # noqa: E402
-from servesweep.bench.workload import Prompt  # noqa: E402
+from servesweep.workloads.basic import Prompt  # noqa: E402
 
 METRICS = ("itl", "ttft", "tpot", "e2el")
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
-from servesweep.config import ConfigError, SCHEMA_PATH, load, next_attempt, spec_json
-from servesweep.layout import Paths
-from servesweep.plan import state_digest
-from servesweep.sweep_file import sweep_in_force
+from servesweep.sweep.config import ConfigError, SCHEMA_PATH, load, next_attempt, spec_json
+from servesweep.sweep.layout import Paths
+from servesweep.sweep.plan import state_digest
+from servesweep.sweep.sweep_file import sweep_in_force
 
 # A --configfile replaces the default sweep instead of being merged into it; --config
 # key=value applies on top of whichever file is in force.

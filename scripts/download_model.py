@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from servesweep.joblog import job_logger  # noqa: E402
-from servesweep.models import materialize  # noqa: E402
+from servesweep.resources.models import materialize  # noqa: E402
 
 sm = snakemake  # noqa: F821
 with job_logger(sm.log[0]) as log:

@@ -5,10 +5,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
-from servesweep.config import load  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
-from servesweep.layout import Paths  # noqa: E402
-from servesweep.plan_text import write_plan  # noqa: E402
+from servesweep.sweep.config import load  # noqa: E402
+from servesweep.sweep.layout import Paths  # noqa: E402
+from servesweep.sweep.plan_text import write_plan  # noqa: E402
 
 sm = snakemake  # noqa: F821
 with job_logger(sm.log[0]) as log:

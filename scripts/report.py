@@ -6,9 +6,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from servesweep import CLIENT_VERSION  # noqa: E402
-from servesweep.config import load  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
-from servesweep.results.report import ReportSettings, build_report  # noqa: E402
+from servesweep.results.report.build import ReportSettings, build_report  # noqa: E402
+from servesweep.sweep.config import load  # noqa: E402
 
 sm = snakemake  # noqa: F821
 with job_logger(sm.log[0]) as log:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
-from servesweep.cell import run_cell  # noqa: E402
-from servesweep.config import load  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
-from servesweep.scheduler import job_deadline  # noqa: E402
+from servesweep.run.cell import run_cell  # noqa: E402
+from servesweep.run.scheduler import job_deadline  # noqa: E402
+from servesweep.sweep.config import load  # noqa: E402
 
 STARTED = time.time()
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 from servesweep import CLIENT_VERSION
-from servesweep.gpu_slots import GpuSlotRecord
 from servesweep.jsonfile import utc_now
 from servesweep.loads import level_json
-from servesweep.scheduler import scheduler_info
+from servesweep.run.scheduler import scheduler_info
+from servesweep.server.gpu_slots import GpuSlotRecord
 
 
 class StackManifest(TypedDict, total=False):
-    """resources/stacks/{stack}/manifest.json (servesweep.stacks, probed from inside)."""
+    """resources/stacks/{stack}/manifest.json (servesweep.resources.stacks, probed from inside)."""
 
     stack: str
     kind: str
@@ -64,7 +64,7 @@ class ModelFile(TypedDict):
 
 
 class ModelManifest(TypedDict, total=False):
-    """resources/models/{model}/manifest.json (servesweep.models)."""
+    """resources/models/{model}/manifest.json (servesweep.resources.models)."""
 
     model: str
     source: dict
@@ -79,7 +79,7 @@ class ModelManifest(TypedDict, total=False):
 
 class Failure(TypedDict):
     stage: str  # launch | boot | level | teardown
-    cause: str  # one of servesweep.failures.CAUSES
+    cause: str  # one of servesweep.server.failures.CAUSES
     level: int | None
     repeat: int | None
     message: str
@@ -106,7 +106,7 @@ class LevelSummary(TypedDict, total=False):
     level: int | float | str  # a concurrency, or a rate in requests/s ("inf": all at once)
     repeat: int  # the boot
     in_boot: int  # which measurement of the level within the boot
-    probe: bool  # a capacity-search probe (servesweep.probes), not a configured level
+    probe: bool  # a capacity-search probe (servesweep.capacity.search), not a configured level
     status: str  # ok | failed | not_run
     cause: str | None
     metrics_version: str  # servesweep.METRICS_VERSION it was computed under
@@ -174,11 +174,11 @@ class LevelSummary(TypedDict, total=False):
     late_requests: int
     held_requests: int
     rate_short: bool
-    # Added by servesweep.cell around the client's summary:
+    # Added by servesweep.run.cell around the client's summary:
     server_before: dict  # the engine's snapshot before the level
     server_after: dict  # ...and after it
     server_counters: dict[str, float]  # counters' increase over the level
-    gpu: dict  # NVML telemetry over the level (servesweep.telemetry)
+    gpu: dict  # NVML telemetry over the level (servesweep.server.telemetry)
     energy_j: float | None
     joules_per_output_token: float | None
 
@@ -210,7 +210,7 @@ class RequestRecord(TypedDict):
 
 
 class CellRecord(TypedDict):
-    """results/cells/{stack}/{model}/{variant}/r{repeat}/cell.json (servesweep.cell)."""
+    """results/cells/{stack}/{model}/{variant}/r{repeat}/cell.json (servesweep.run.cell)."""
 
     stack: str
     model: str
@@ -233,11 +233,11 @@ class CellRecord(TypedDict):
     boot_facts: dict  # graph_capture_s, kv_cache_tokens where the engine's log says them
     boot_attempts: list[BootAttempt]
     teardown: TeardownRecord | None
-    scheduler: dict | None  # the SLURM job that measured it (servesweep.scheduler)
+    scheduler: dict | None  # the SLURM job that measured it (servesweep.run.scheduler)
     correctness: dict | None  # the pass's summary, or {status: skipped, why}
     deadline: float | None  # when that job was to be killed (epoch s); None: no limit
-    gpu_slots: GpuSlotRecord | None  # the GPUs it held (servesweep.gpu_slots)
-    workflow_env: dict[str, str]  # set for the server outside the spec (servesweep.server_env)
+    gpu_slots: GpuSlotRecord | None  # the GPUs it held (servesweep.server.gpu_slots)
+    workflow_env: dict[str, str]  # set for the server outside the spec (servesweep.server.env)
     comm_env: dict[str, str]  # NCCL_*, NVSHMEM_*, TORCH_SYMM*, … the server got
     started_at: str
     finished_at: str | None
@@ -259,7 +259,8 @@ def new_cell_record(
     plan: list[tuple[int, int]],
 ) -> CellRecord:
     """A boot's record before anything ran: every level not run yet. `spec_hash` and
-    `env` are the spec's (servesweep.config.spec_hash, servesweep.engines.launch_env)."""
+    `env` are the spec's (servesweep.sweep.config.spec_hash,
+    servesweep.server.engines.launch_env)."""
     return {
         "stack": spec["stack"]["name"],
         "model": spec["model"]["name"],

@@ -51,7 +51,7 @@ def slurm_controller_answers():
 def cpu_stack() -> dict:
     """The real `cpu` stack (torch CPU + transformers[serving]) built by setup_stack from
     envs/cpu.txt, or the interpreter named by SERVESWEEP_TEST_STACK_PYTHON."""
-    from servesweep.stacks import setup_stack
+    from servesweep.resources.stacks import setup_stack
 
     given = os.environ.get("SERVESWEEP_TEST_STACK_PYTHON")
     if given:
@@ -71,7 +71,7 @@ def cpu_stack() -> dict:
 
 @pytest.fixture(scope="session")
 def tiny_model() -> dict:
-    from servesweep.models import materialize
+    from servesweep.resources.models import materialize
 
     dest = CACHE / "tiny-model"
     manifest = dest / "manifest.json"

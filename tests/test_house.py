@@ -27,9 +27,9 @@ BARE_MODULES = [
     "servesweep.bench.sse",
     "servesweep.bench.messages",
     "servesweep.bench.rate_phase",
-    "servesweep.watchdog",
-    "servesweep.procs",
-    "servesweep.stack_probe",
+    "servesweep.server.watchdog",
+    "servesweep.server.procs",
+    "servesweep.resources.stack_probe",
 ]
 
 # Distribution name -> the module it provides, where they differ.

@@ -25,9 +25,9 @@ from servesweep.bench.http1 import fetch
 from servesweep.bench.messages import WorkerConfig
 from servesweep.bench.pool import run_workers
 from servesweep.bench.request_records import WorkerRow, build_records, token_counts
-from servesweep.bench.workload import Prompt
 from servesweep.jsonfile import utc_now
 from servesweep.records import LevelSummary
+from servesweep.workloads.basic import Prompt
 
 STREAMS_PER_WORKER = 256  # one more worker process per this many streams, up to the cores
 DEFER_BUDGET_BYTES = 1 << 30  # raw stream bytes all workers keep for parsing after the level

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 from servesweep.bench import metrics
 from servesweep.bench.messages import ResultRow, StreamRow
-from servesweep.bench.workload import Prompt
 from servesweep.records import RequestRecord
+from servesweep.workloads.basic import Prompt
 
 
 class WorkerRow(NamedTuple):

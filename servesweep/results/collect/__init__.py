@@ -1,0 +1,1 @@
+"""Every boot's records into results/summary.csv: recomputation, validity gates, goodput."""

@@ -1,0 +1,1 @@
+"""Statistics across boots and the verdicts against the baseline."""

@@ -1,0 +1,76 @@
+"""collect's whole step: every boot's records into summary.csv, then the verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from servesweep.capacity.compare import capacity_comparisons, capacity_rows
+from servesweep.correctness.compare import sweep_rows, write_csv
+from servesweep.jsonfile import read_json
+from servesweep.loads import level_json
+from servesweep.results.collect.cells import Analysis, collect, load_cell
+from servesweep.results.collect.requests import RequestStore
+from servesweep.results.judge.verdicts import compare, to_frame
+from servesweep.sweep.config import Sweep
+
+
+def analysis_of(sweep: Sweep) -> Analysis:
+    bench = sweep.benchmark
+    return Analysis(
+        levels=[level_json(v) for v in sweep.levels],
+        repeats_in_boot=bench["repeats_in_boot"],
+        error_rate_threshold=bench["error_rate_threshold"],
+        gates=sweep.analysis,
+        slo=sweep.raw.get("slo"),
+    )
+
+
+def pass_records(cells: list[tuple[dict, Path]]) -> dict[tuple[str, str, str], dict]:
+    """Per cell, the correctness pass of its first boot that ran one (the pass is greedy:
+    every boot answers the same, so one boot speaks for the cell)."""
+    records: dict[tuple[str, str, str], dict] = {}
+    for cell, path in sorted(cells, key=lambda c: c[0].get("repeat", 0)):
+        key = (cell["stack"], cell["model"], cell["variant"])
+        record = read_json(Path(path).parent / "correctness.json")
+        if key not in records and record and record.get("modes"):
+            records[key] = record
+    return records
+
+
+def collect_and_judge(
+    cell_paths: list[Path],
+    sweep: Sweep,
+    summary_csv: Path,
+    verdicts_csv: Path,
+    correctness_csv: Path | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    summary = collect(cell_paths, summary_csv, analysis_of(sweep))
+    cells = [(load_cell(path), path) for path in cell_paths]
+    dirs = {
+        (c["stack"], c["model"], c["variant"], c.get("repeat", 0)): Path(p).parent for c, p in cells
+    }
+    comparisons = compare(
+        summary,
+        sweep.analysis,
+        list(sweep.stacks),
+        list(sweep.variants),
+        RequestStore(dirs, summary),
+    )
+    baseline = sweep.analysis["baseline"]
+    capacity = capacity_rows([c for c, _ in cells], list(sweep.variants), baseline)
+    comparisons += capacity_comparisons(capacity, baseline, sweep.analysis["noise_cv"])
+    verdicts = to_frame(comparisons)
+    Path(verdicts_csv).parent.mkdir(parents=True, exist_ok=True)
+    verdicts.to_csv(verdicts_csv, index=False)
+    if correctness_csv is not None:
+        rows = sweep_rows(
+            pass_records(cells),
+            must_match={v: sweep.must_match(v) for v in sweep.variants},
+            reference_stack=sweep.analysis.get("reference_stack") or next(iter(sweep.stacks)),
+            threshold=sweep.analysis["correctness_threshold"],
+            baseline=sweep.analysis["baseline"],
+        )
+        write_csv(Path(correctness_csv), rows)
+    return summary, verdicts

@@ -1,0 +1,1 @@
+"""The self-contained results/report.html and its views."""

@@ -1,0 +1,322 @@
+"""What the report's template shows below the verdicts: plain dicts and strings built from
+summary.csv and the boots' cell records (no HTML here; the template escapes everything)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from servesweep.loads import parse_level
+from servesweep.results.collect.cells import STACK_FIELDS
+from servesweep.results.judge.stats import describe
+from servesweep.results.report.gpu_views import link_rows
+from servesweep.results.report.tables import KEY, level_means, ordered
+from servesweep.sweep.layout import CELL_DIR
+
+# The manifest fields shown side by side: all collected ones but the stack's name, its
+# interpreter path and the (long) topology matrix.
+STACK_ROWS = [f for f in STACK_FIELDS if f not in ("stack", "python", "topology")]
+
+LATENCY_COLS = [
+    ("TTFT p50", "median_ttft_ms"),
+    ("TTFT p90", "p90_ttft_ms"),
+    ("TTFT p99", "p99_ttft_ms"),
+    ("TPOT p50", "median_tpot_ms"),
+    ("TPOT p90", "p90_tpot_ms"),
+    ("TPOT p99", "p99_tpot_ms"),
+    ("ITL p50", "median_itl_ms"),
+    ("ITL p90", "p90_itl_ms"),
+    ("ITL p99", "p99_itl_ms"),
+]
+
+
+def fmt(v, nd=1) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def fmt_bytes(n) -> str:
+    if n is None:
+        return "—"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def where(c) -> str:
+    return f"{c['stack']} / {c['model']} / {c['variant']}"
+
+
+def _key(c) -> tuple:
+    return tuple(c[k] for k in KEY)
+
+
+def group_tables(df: pd.DataFrame, variants: list[str]) -> list[dict]:
+    """Per stack × model: latency percentiles and client health per variant and level
+    (means over the level's ok measurements, all boots)."""
+    extra = ["achieved_concurrency", "client_cpu_s", "num_prompts"]
+    means = level_means(df, [m for _, m in LATENCY_COLS] + extra)
+    groups = []
+    if means.empty:
+        return groups
+    for stack, model in means[["stack", "model"]].drop_duplicates().itertuples(index=False):
+        m = means[(means["stack"] == stack) & (means["model"] == model)]
+        lat, health = [], []
+        for v in [x for x in variants if x in set(m["variant"])]:
+            for r in m[m["variant"] == v].sort_values("level").to_dict("records"):
+                ok = r["status"] == "ok"
+                state = "" if ok else (f"failed ({r['cause']})" if r["status"] == "failed" else "—")
+                values = [fmt(r[k]) if ok else "" for k in (c for _, c in LATENCY_COLS)]
+                lat.append({"variant": v, "level": r["level"], "state": state, "values": values})
+                target = r["level"]
+                if pd.notna(r["num_prompts"]):
+                    target = min(target, r["num_prompts"])
+                ratio = r["achieved_concurrency"] / target * 100 if ok and target else math.nan
+                health.append(
+                    {
+                        "variant": v,
+                        "level": r["level"],
+                        "state": state,
+                        "target": fmt(target),
+                        "achieved": fmt(r["achieved_concurrency"]),
+                        "ratio": fmt(ratio, 0),
+                        "client_bound": r["client_bound"],
+                        "cpu": fmt(r["client_cpu_s"]),
+                        "lag": fmt(r["max_lag"]),
+                        "failed": r["failed_sum"],
+                        "mismatch": r["retokenized_mismatch_sum"],
+                    }
+                )
+        groups.append({"stack": stack, "model": model, "latency": lat, "health": health})
+    return groups
+
+
+def boot_costs(cells: list[dict], variants: list[str]) -> list[dict]:
+    """Per cell: launch -> ready over its boots (mean ± 95 % interval), and what the
+    engine's log said the boot cost (CUDA-graph capture) and left (KV-cache tokens)."""
+    by: dict[tuple, list[dict]] = {}
+    for c in cells:
+        by.setdefault((c["stack"], c["model"], c["variant"]), []).append(c)
+    order = {v: i for i, v in enumerate(variants)}
+    rows = []
+    for key in sorted(by, key=lambda k: (k[0], k[1], order.get(k[2], 99))):
+        boots = by[key]
+        d = describe([c.get("boot_s") for c in boots if c.get("boot_s") is not None])
+        facts = [c.get("boot_facts") or {} for c in boots]
+        capture = describe([f["graph_capture_s"] for f in facts if "graph_capture_s" in f])
+        kv = ordered(int(f["kv_cache_tokens"]) for f in facts if "kv_cache_tokens" in f)
+        rows.append(
+            {
+                "where": " / ".join(key),
+                "boots": len(boots),
+                "ok": sum(c.get("status") == "ok" for c in boots),
+                "boot": _mean_pm(d),
+                "capture": "—" if not capture.n else f"{capture.mean:.1f}",
+                "kv_tokens": ", ".join(f"{k:,}" for k in kv) or "—",
+            }
+        )
+    return rows
+
+
+def _mean_pm(d) -> str:
+    if not d.n:
+        return "—"
+    return f"{d.mean:.1f}" + (f" ± {d.half_width:.1f}" if d.n > 1 else "")
+
+
+def validity_rows(df: pd.DataFrame) -> list[dict]:
+    """Every measured level kept out of verdicts, and why; and every recomputed one."""
+    rows = []
+    for r in df[df["level"].notna()].to_dict("records"):
+        reasons = r.get("invalid_reasons")
+        recomputed = r.get("recomputed_from")
+        if r.get("status") == "not_run" or not (isinstance(reasons, str) or pd.notna(recomputed)):
+            continue
+        rows.append(
+            {
+                "where": where(r),
+                "boot": f"r{int(r['repeat'])}",
+                "level": parse_level(r["level"]),
+                "in_boot": int(r["in_boot"]) if pd.notna(r.get("in_boot")) else 0,
+                "reasons": reasons if isinstance(reasons, str) else "",
+                "recomputed": f"from metrics v{recomputed}" if pd.notna(recomputed) else "",
+            }
+        )
+    return rows
+
+
+def _gpus_text(gpus) -> str:
+    if isinstance(gpus, str):
+        try:
+            gpus = json.loads(gpus)
+        except ValueError:
+            return gpus
+    if not gpus:
+        return "—"
+    names = ordered(f"{g.get('name')} ({g.get('memory_total_mib')} MiB)" for g in gpus)
+    return ", ".join(f"{len(gpus)} × {n}" if len(names) == 1 else n for n in names)
+
+
+def manifests(cells: list[dict]) -> dict:
+    stacks: dict[str, dict] = {}
+    for c in cells:
+        stacks.setdefault(c["stack"], c.get("stack_manifest") or {})
+    names = list(stacks)
+    rows = []
+    for field in STACK_ROWS:
+        vals = []
+        for s in names:
+            v = stacks[s].get(field)
+            vals.append(_gpus_text(v) if field == "gpus" else fmt(v, 1))
+        rows.append({"field": field, "values": vals, "differs": len(set(vals)) > 1})
+    rows += link_rows(names, stacks, cells)
+    topo = [stacks[s].get("topology") or "—" for s in names]
+    return {"stacks": names, "rows": rows, "topology": topo}
+
+
+def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
+    """Failed boots (stage, cause, log tail), then failed levels a boot's own failure
+    does not already cover (e.g. http_errors)."""
+    out, seen = [], set()
+    for c in cells:
+        f = c.get("failure")
+        if c.get("status") != "failed" and not f:
+            continue
+        f = f or {}
+        out.append(
+            {
+                "where": where(c),
+                "boot": f"r{c.get('repeat', 0)}",
+                "stage": f.get("stage"),
+                "cause": f.get("cause"),
+                "level": f.get("level"),
+                "message": f.get("message"),
+                "log_tail": f.get("log_tail"),
+            }
+        )
+        seen.add((*_key(c), c.get("repeat", 0), f.get("level")))
+    for r in df[df["status"] == "failed"].to_dict("records"):
+        lv = parse_level(r["level"]) if pd.notna(r["level"]) else None
+        if (*_key(r), int(r["repeat"]), lv) in seen:
+            continue
+        out.append(
+            {
+                "where": where(r),
+                "boot": f"r{int(r['repeat'])}",
+                "stage": "level",
+                "cause": r.get("cause") if pd.notna(r.get("cause")) else "unknown",
+                "level": lv,
+                "message": f"errors: {r['errors']}" if pd.notna(r.get("errors")) else None,
+                "log_tail": None,
+            }
+        )
+    return out
+
+
+def gpu_rows(cells: list[dict]) -> list[dict]:
+    """One row per (boot, level, GPU) with NVML telemetry; none without NVML."""
+    rows = []
+    for c in cells:
+        for lev in c.get("levels") or []:
+            gpu = lev.get("gpu") or {}
+            if not gpu.get("available"):
+                continue
+            for g in gpu.get("gpus") or []:
+                rows.append(
+                    {
+                        "where": where(c),
+                        "boot": f"r{c.get('repeat', 0)}",
+                        "level": lev.get("level"),
+                        "gpu": f"{g.get('index')} {g.get('name') or ''}".strip(),
+                        "mem_start": fmt(g.get("memory_used_start_mib"), 0),
+                        "mem_peak": fmt(g.get("memory_used_peak_mib"), 0),
+                        "power": fmt(g.get("power_mean_w")),
+                        "energy": fmt(g.get("energy_j")),
+                        "j_per_token": fmt(lev.get("joules_per_output_token"), 3),
+                    }
+                )
+    return rows
+
+
+def accept_lengths(cells: list[dict]) -> dict[tuple[str, str, str, int], float]:
+    """Speculative decoding's mean accept length per (stack, model, variant, level), from the
+    engine's snapshot after each level (servesweep.server.engines.base.HEADLINE_KEYS)."""
+    found: dict[tuple, list[float]] = {}
+    for c in cells:
+        for lev in c.get("levels") or []:
+            after = (lev.get("server_after") or {}).get("headline") or {}
+            value = after.get("spec_accept_length")
+            if isinstance(value, int | float) and lev.get("status") == "ok":
+                found.setdefault((*_key(c), lev["level"]), []).append(float(value))
+    return {k: sum(v) / len(v) for k, v in found.items()}
+
+
+def log_text(tail) -> str | None:
+    if tail is None:
+        return None
+    return "\n".join(tail) if isinstance(tail, list) else str(tail)
+
+
+def cell_views(cells: list[dict], current: str) -> list[dict]:
+    """Per cell: what every boot of it shares (command, env, spec, model) and each boot's
+    status with links to its records (relative to results/report.html)."""
+    by: dict[tuple, list[dict]] = {}
+    for c in cells:
+        by.setdefault(_key(c), []).append(c)
+    views = []
+    for key, boots in by.items():
+        c = boots[0]
+        mm = c.get("model_manifest") or {}
+        files = mm.get("files") or []
+        boot_rows = []
+        for b in sorted(boots, key=lambda b: b.get("repeat", 0)):
+            cv = b.get("client_version")
+            directory = CELL_DIR.format(
+                stack=key[0], model=key[1], variant=key[2], repeat=b.get("repeat", 0)
+            ).removeprefix("results/")
+            boot_rows.append(
+                {
+                    "boot": f"r{b.get('repeat', 0)}",
+                    "status": b.get("status"),
+                    "stale": cv is not None and str(cv) != str(current),
+                    "client_version": cv,
+                    "spec_hash": b.get("spec_hash"),
+                    "ran": f"{b.get('started_at') or '—'} → {b.get('finished_at') or '—'}",
+                    "port": b.get("port"),
+                    "links": [
+                        ("cell.json", f"{directory}/cell.json"),
+                        ("levels", f"{directory}/levels/"),
+                        ("server.log", f"{directory}/server.log"),
+                    ],
+                }
+            )
+        source = json.dumps(mm.get("source"), sort_keys=True) if mm.get("source") else "—"
+        views.append(
+            {
+                "where": " / ".join(key),
+                "engine": c.get("engine"),
+                "command_str": c.get("command_str") or " ".join(map(str, c.get("command") or [])),
+                "env": sorted((c.get("env") or {}).items()),
+                "boots": boot_rows,
+                "model": {
+                    "name": mm.get("model", c["model"]),
+                    "source": source,
+                    "path": mm.get("path"),
+                    "synthetic": bool(mm.get("synthetic")),
+                    "n_files": len(files),
+                    "total_bytes": fmt_bytes(mm.get("total_bytes")),
+                    "files": [
+                        (f.get("path"), fmt_bytes(f.get("size")), f.get("sha256")) for f in files
+                    ],
+                },
+            }
+        )
+    return views

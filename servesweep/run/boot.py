@@ -1,0 +1,351 @@
+"""One boot of a cell, on a launched server: readiness, the levels in order, the correctness
+pass, teardown; every failure written into the boot's record (`CellRun.fail`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import time
+from pathlib import Path
+
+from servesweep.bench.client import ClientSettings, probe_generation, run_level
+from servesweep.capacity.run import run_capacity_search
+from servesweep.capacity.search import search_of
+from servesweep.correctness.answers import run_correctness
+from servesweep.jsonfile import utc_now, write_json
+from servesweep.loads import level_key
+from servesweep.records import CellRecord, LevelSummary, new_cell_record
+from servesweep.run.levels import is_rate, level_plan, make_prompts, rate_schedule
+from servesweep.run.scheduler import time_limit_margin
+from servesweep.server.engines import get_engine, launch_command, launch_env
+from servesweep.server.engines.prometheus import counter_delta
+from servesweep.server.env import comm_env, server_env, workflow_env
+from servesweep.server.failures import log_tail, read_log
+from servesweep.server.gpu_slots import GpuLease
+from servesweep.server.process import ServerProcess, port_is_free
+from servesweep.server.readiness import BootFailure, check_alive, diagnose, wait_ready
+from servesweep.server.telemetry import GpuSampler, joules_per_token, visible_indices
+from servesweep.sweep.config import spec_hash
+from servesweep.sweep.layout import level_name
+from servesweep.workloads.basic import load_tokenizer
+
+LOG_TAIL_LINES = 50
+LIVENESS_PROBE_MAX_S = 60.0
+
+
+class CellRun:
+    """One measurement of one cell: its record, its log, and how a failure is written."""
+
+    def __init__(
+        self,
+        spec: dict,
+        stack_manifest: dict,
+        model_manifest: dict,
+        out_dir: Path,
+        server_log: Path,
+        log=print,
+        attempt: int = 0,
+        repeat: int = 0,
+        deadline: float | None = None,
+    ):
+        self.spec = spec
+        self.repeat = repeat
+        # The job's time limit (time.time) as a time.monotonic cutoff, less the margin.
+        self.cutoff = None
+        if deadline is not None:
+            left = deadline - time_limit_margin(spec) - time.time()
+            self.cutoff = time.monotonic() + left
+        self.out_dir = Path(out_dir)
+        self.levels_dir = self.out_dir / "levels"
+        self.server_log = Path(server_log)
+        self.log = log
+        self.engine = get_engine(spec["engine"], spec.get("engine_options"))
+        self.host = spec["server"]["host"]
+        self.python = stack_manifest["python"]
+        self.model_path = model_manifest["path"]
+        self.plan = level_plan(spec)
+        self.tokenizer = load_tokenizer(Path(self.model_path))
+        bench = spec["benchmark"]
+        self.settings = ClientSettings(
+            base_url="",
+            endpoint=bench["endpoint"],
+            model=self.engine.served_model_name(self.model_path),
+            request_timeout_s=bench["request_timeout_s"],
+            stall_timeout_s=bench["stall_timeout_s"],
+            extra_body=self.engine.request_extras(),
+            tokenizer=self.tokenizer,
+        )
+        self.record = new_cell_record(
+            spec,
+            spec_hash(spec),
+            launch_env(spec),
+            repeat,
+            attempt,
+            deadline,
+            stack_manifest,
+            model_manifest,
+            self.plan,
+        )
+        self.use_gpus(None)
+
+    def use_gpus(self, lease: GpuLease | None) -> None:
+        """The server gets the lease's GPUs (and inherits its locks), NVLink multicast off
+        unless the variant says otherwise; the record says what was set outside the spec."""
+        spec_env, gpu_env = self.record["env"], lease.env() if lease else {}
+        self.lease = lease
+        self.server_env = server_env(spec_env, gpu_env)
+        self.record["gpu_slots"] = lease.as_record() if lease else None
+        self.record["workflow_env"] = workflow_env(spec_env, gpu_env)
+        self.record["comm_env"] = comm_env({**os.environ, **self.server_env})
+
+    def fail(self, stage: str, cause: str, message: str, level=None, repeat=None) -> None:
+        self.record["status"] = "failed"
+        self.record["failure"] = {
+            "stage": stage,
+            "cause": cause,
+            "level": level,
+            "repeat": repeat,
+            "message": message,
+            "log_tail": log_tail(self.server_log, LOG_TAIL_LINES),
+        }
+        where = f" (level {level})" if level else ""
+        self.log(f"FAILED at {stage}{where}: {cause}: {message}")
+
+    def prepare(self, port: int) -> None:
+        """Point the command and the client at `port`."""
+        command = launch_command(self.spec, self.python, self.model_path, port)
+        self.record.update(command=command, command_str=shlex.join(command), port=port)
+        self.settings.base_url = f"http://{self.host}:{port}"
+
+    def launch(self) -> ServerProcess | None:
+        """Start the server on the prepared port; None (recorded) when it cannot start."""
+        port = self.record["port"]
+        self.log(f"$ {self.record['command_str']}")
+        if not port_is_free(self.host, port):
+            message = f"port {port} on {self.host} is already taken; not launching"
+            self.fail("launch", "port_in_use", message)
+            self.record["boot_attempts"].append({"cause": "port_in_use", "message": message})
+            return None
+        try:
+            server = ServerProcess(
+                self.record["command"],
+                self.server_env,
+                self.server_log,
+                self.host,
+                port,
+                pass_fds=self.lease.fds if self.lease else (),
+            )
+        except OSError as exc:
+            command = self.record["command"][0]
+            self.fail("launch", "unknown", f"cannot start {command}: {exc.strerror or exc}")
+            raise
+        self.record["server_pid"] = server.pid
+        self.log(f"server pid {server.pid} (process group {server.pgid}), log {self.server_log}")
+        return server
+
+    def generate(self, prompt: str, max_tokens: int):
+        """A short real generation as (error, detail, tokens), bounded by its argument."""
+        return lambda timeout_s: asyncio.run(
+            probe_generation(self.settings, prompt, max_tokens, timeout_s)
+        )
+
+    def measure(self, server: ServerProcess) -> bool:
+        """Boot, run the levels, tear down (on every path). Returns False when the server
+        never became ready (so the caller may relaunch)."""
+        booted = completed = False
+        boot_timeout = self.spec["server"]["boot_timeout_s"]
+        left = self.left()
+        limited = left is not None and left < boot_timeout
+        try:
+            try:
+                boot_s = wait_ready(
+                    server,
+                    self.engine.health_path,
+                    self.engine.models_path,
+                    self.settings.model,
+                    max(0.0, left) if limited else boot_timeout,
+                    generate=self.generate("Hello", 4),
+                    log=self.log,
+                )
+                booted = True
+                self.record["boot_s"] = round(boot_s, 3)
+                # An earlier boot try may have failed.
+                self.record["status"], self.record["failure"] = "ok", None
+                self.log(f"ready in {self.record['boot_s']} s")
+                self.record["boot_facts"] = self.engine.boot_facts(read_log(self.server_log))
+                self.run_levels(server)
+                self.check_answers(server)
+            except BootFailure as exc:
+                cause, message = exc.cause, exc.message
+                if cause == "boot_timeout" and limited:
+                    cause = "time_limit"
+                    message = f"the job's time limit came first ({message})"
+                self.record["boot_attempts"].append({"cause": cause, "message": message})
+                self.fail("boot", cause, message)
+            completed = True
+        finally:
+            # Every path tears down. Only a completed measurement is written, so an
+            # interrupted cell is measured again next run.
+            self.tear_down(server, completed)
+        return booted
+
+    def left(self) -> float | None:
+        """Seconds until this cell must stop for the job's time limit (None: no limit)."""
+        return None if self.cutoff is None else self.cutoff - time.monotonic()
+
+    def tear_down(self, server: ServerProcess, completed: bool) -> None:
+        teardown = server.stop(grace_s=self.spec["server"]["teardown_grace_s"])
+        self.record["teardown"] = teardown.as_dict()
+        self.log(
+            f"teardown: {'clean' if teardown.clean else 'NOT clean'} in {teardown.seconds:.1f} s"
+            f"{' (needed SIGKILL)' if teardown.escalated else ''}"
+        )
+        if completed and not teardown.clean and self.record["status"] == "ok":
+            self.fail(
+                "teardown",
+                "unknown",
+                f"processes {teardown.leftover_pids} or port {server.port} still held after "
+                "SIGKILL",
+            )
+
+    def run_levels(self, server: ServerProcess) -> None:
+        # NVML numbers GPUs physically; follow the server's CUDA_VISIBLE_DEVICES.
+        gpu_indices = visible_indices(
+            self.server_env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+        )
+        probe_s = min(LIVENESS_PROBE_MAX_S, self.spec["benchmark"]["stall_timeout_s"])
+        for index, (level, in_boot) in enumerate(self.plan):
+            unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
+            if unfit:
+                message = f"{unfit[1]} before level {level}"
+                self.fail("level", unfit[0], message, level, self.repeat)
+                return
+            left = self.left()
+            if left is not None and left <= 0:
+                margin = time_limit_margin(self.spec)
+                message = f"the job's time limit is under {margin:.0f} s away before level {level}"
+                self.fail("level", "time_limit", message, level, self.repeat)
+                return
+            if not self.run_level(server, index, level, in_boot, gpu_indices):
+                return
+        if search_of(self.spec):
+            run_capacity_search(self, server, gpu_indices, probe_s)
+
+    def run_level(
+        self, server, index: int, level, in_boot: int, gpu_indices, probe: bool = False
+    ) -> bool:
+        """One level against a live server; its summary written at once. False when it
+        failed (recorded), which ends the cell."""
+        bench, engine, base_url = self.spec["benchmark"], self.engine, self.settings.base_url
+        engine.flush_cache(base_url)
+        before = engine.snapshot(base_url)
+        prompts = make_prompts(self.spec, self.tokenizer, level, in_boot)
+        name = level_name(level, in_boot)
+        concurrency, rate, schedule = level, None, None
+        if is_rate(self.spec):
+            measured = len(prompts) - bench["warmup"]
+            rate, schedule = level, rate_schedule(self.spec, level, in_boot, measured)
+            concurrency = bench.get("max_concurrency") or len(prompts)
+        load = f"concurrency {level}" if rate is None else f"{level_key(level)} requests/s"
+        self.log(
+            f"level {level_key(level)} ({name}, boot r{self.repeat}): {len(prompts)} requests "
+            f"({bench['warmup']} warmup), {load}"
+        )
+        with GpuSampler(gpu_indices) as sampler:
+            summary = run_level(
+                self.settings,
+                prompts,
+                concurrency=concurrency,
+                warmup=bench["warmup"],
+                records_path=self.levels_dir / f"{name}.requests.jsonl",
+                level=level,
+                repeat=self.repeat,
+                progress=lambda msg: self.log(f"  [level {level}] {msg}"),
+                error_rate_threshold=bench["error_rate_threshold"],
+                cutoff=self.cutoff,
+                rate=rate,
+                schedule_s=schedule,
+            )
+        summary["in_boot"] = in_boot
+        if probe:
+            summary["probe"] = True
+        # Server-side counters around the level (speculative accept length, cache hits…).
+        after = engine.snapshot(base_url) if server.alive() else {}
+        summary["server_before"], summary["server_after"] = before, after
+        summary["server_counters"] = counter_delta(
+            before.get("metrics", {}), after.get("metrics", {})
+        )
+        gpu = sampler.result()
+        summary["gpu"] = gpu
+        summary["energy_j"] = gpu.get("energy_j")
+        summary["joules_per_output_token"] = joules_per_token(
+            gpu, summary.get("total_output_tokens") or 0
+        )
+        ok = summary.get("status") == "ok"
+        if not ok:
+            message = self._level_fault(server, summary, level)
+        self.record["levels"][index] = summary
+        write_json(self.levels_dir / f"{name}.json", summary)
+        if not ok:
+            self.fail("level", summary.get("cause") or "unknown", message, level, self.repeat)
+            return False
+        self.log(
+            f"level {level_key(level)} ({name}): "
+            f"{summary.get('output_throughput') or 0:.1f} output tok/s, median TTFT "
+            f"{summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
+            f"{summary.get('median_tpot_ms') or 0:.1f} ms"
+        )
+        return True
+
+    def _level_fault(self, server: ServerProcess, summary: LevelSummary, level: int) -> str:
+        """The client saw a fault; the process and its log say what it was."""
+        cause, died = diagnose(server, summary.get("cause") or "unknown")
+        if died or summary.get("cause") in (None, "http_errors", "unknown"):
+            summary["cause"] = cause
+        summary["status"] = "failed"
+        if died:
+            return f"server exited with code {server.returncode} during level {level}"
+        if summary["cause"] == "time_limit":
+            return (
+                f"the job's time limit was near: level {level} aborted "
+                f"({summary.get('failed', 0)} of {summary.get('num_prompts')} unfinished)"
+            )
+        return (
+            f"level {level}: {summary['cause']} "
+            f"({summary.get('failed', 0)} of {summary.get('num_prompts')} failed)"
+        )
+
+    def check_answers(self, server: ServerProcess) -> None:
+        """The correctness pass (servesweep.correctness.answers): the same boot, after the levels,
+        before teardown. It never fails the cell; a pass not run says why."""
+        config = self.spec.get("correctness")
+        if not config:
+            return self.skip_answers("correctness: false")
+        if self.record["status"] != "ok":
+            return self.skip_answers("a level failed")
+        probe_s = min(LIVENESS_PROBE_MAX_S, self.spec["benchmark"]["stall_timeout_s"])
+        unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
+        if unfit:
+            return self.skip_answers(f"the server is not fit: {unfit[1]}")
+        left = self.left()
+        if left is not None:
+            if left <= 0:
+                return self.skip_answers("the job's time limit is near")
+            config = {**config, "timeout_s": min(config["timeout_s"], left)}
+        path = self.out_dir / "correctness.json"
+        summary = run_correctness(
+            self.settings, self.tokenizer, self.engine, config, path, self.log
+        )
+        self.record["correctness"] = {"status": "done", **summary}
+
+    def skip_answers(self, why: str) -> None:
+        self.record["correctness"] = {"status": "skipped", "why": why}
+        write_json(self.out_dir / "correctness.json", {"version": 1, **self.record["correctness"]})
+
+    def finish(self) -> CellRecord:
+        if self.record.get("correctness") is None:
+            self.skip_answers("the server never became ready")
+        self.record["finished_at"] = utc_now()
+        write_json(self.out_dir / "cell.json", self.record)
+        return self.record

@@ -1,0 +1,46 @@
+"""Engine adapters: each turns (interpreter, model dir, host, port, variant flags) into a
+launch command and knows its readiness, metrics and cache-flush endpoints.
+
+Add an engine by subclassing `Engine` in its own module and registering it in ENGINES.
+"""
+
+from servesweep.server.engines.base import Engine, flags_to_args
+from servesweep.server.engines.command import CommandEngine
+from servesweep.server.engines.sglang import SGLangEngine
+from servesweep.server.engines.transformers import TransformersEngine
+from servesweep.server.engines.vllm import VLLMEngine
+
+ENGINES: dict[str, type[Engine]] = {
+    "transformers": TransformersEngine,
+    "command": CommandEngine,
+    "sglang": SGLangEngine,
+    "vllm": VLLMEngine,
+}
+
+
+def get_engine(name: str, options: dict | None = None) -> Engine:
+    try:
+        return ENGINES[name](options)
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r} (known: {', '.join(ENGINES)})") from None
+
+
+def launch_command(spec: dict, python: str, model_path: str, port) -> list[str]:
+    """The argv that starts a cell's server: what run_cell launches and the plan shows."""
+    engine = get_engine(spec["engine"], spec.get("engine_options"))
+    return engine.command(
+        python=python,
+        model_path=model_path,
+        host=spec["server"]["host"],
+        port=port,
+        flags=dict(spec["flags"]),  # [name, value] pairs, in the config's order
+        gpus=spec["gpus"],
+    )
+
+
+def launch_env(spec: dict) -> dict[str, str]:
+    """The variables a cell's server gets on top of the job's own environment."""
+    return get_engine(spec["engine"], spec.get("engine_options")).env(spec["env"])
+
+
+__all__ = ["ENGINES", "Engine", "flags_to_args", "get_engine", "launch_command", "launch_env"]

@@ -1,0 +1,78 @@
+"""Semantic checks a JSON schema cannot express, of the stacks, the variants' GPUs and the
+load, SLO and workload keys; one line naming the key for each. Called by
+`servesweep.sweep.config.check_semantics`, which holds the engine and baseline checks."""
+
+from __future__ import annotations
+
+import os
+
+from servesweep.loads import parse_level
+from servesweep.server.gpu_slots import parallel_gpus
+
+
+class CheckError(ValueError):
+    """Raised as the config's ConfigError by the caller."""
+
+
+def check_variant_gpus(config: dict, resolved: dict) -> None:
+    """A variant's GPUs cover what its flags spread the server over (tp × pp)."""
+    for name, variant in resolved.items():
+        needed, said = parallel_gpus(variant["flags"])
+        gpus = config["server"]["gpus"] if variant["gpus"] is None else variant["gpus"]
+        if needed > 1 and gpus < needed:
+            raise CheckError(
+                f"config: variants.{name}.gpus: the cell holds {gpus} GPU(s) but its flags "
+                f"({said}) spread the server over {needed}; set gpus: {needed}"
+            )
+
+
+def check_stacks(config: dict) -> None:
+    for name, stack in config["stacks"].items():
+        if stack["kind"] == "venv" and "requirements" not in stack:
+            raise CheckError(f"config: stacks.{name}.requirements: required for kind venv")
+        requirements = stack.get("requirements")
+        if requirements is not None and not os.access(requirements, os.R_OK):
+            raise CheckError(
+                f"config: stacks.{name}.requirements: cannot read {requirements} "
+                f"(relative paths are from {os.getcwd()})"
+            )
+        if stack["kind"] == "existing" and "python" not in stack:
+            raise CheckError(f"config: stacks.{name}.python: required for kind existing")
+
+
+def check_loads(config: dict) -> None:
+    bench = config["benchmark"]
+    if "levels" in bench and "rate" in bench:
+        raise CheckError(
+            "config: benchmark: give levels (concurrencies) or rate (requests/s), not both"
+        )
+    rate_keys = [k for k in ("arrival", "max_concurrency") if k in bench]
+    if "rate" not in bench and rate_keys:
+        raise CheckError(f"config: benchmark.{rate_keys[0]}: only for a rate sweep (rate:)")
+    if "rate" in bench:
+        rates = [parse_level(r) for r in bench["rate"]]
+        if len(set(rates)) != len(rates):
+            raise CheckError("config: benchmark.rate: a rate is listed twice")
+    if "search" in bench and not config.get("slo"):
+        raise CheckError("config: benchmark.search: needs slo: (the targets it searches for)")
+    arrival = bench.get("arrival") or {}
+    if "burstiness" in arrival and arrival.get("distribution", "poisson") != "gamma":
+        raise CheckError(
+            "config: benchmark.arrival.burstiness: needs distribution: gamma (Poisson is 1)"
+        )
+    workload = bench.get("workload", {})
+    kind = workload.get("kind", "random")
+    for key in ("groups", "prefix_tokens"):
+        if key in workload and kind != "shared_prefix":
+            raise CheckError(f"config: benchmark.workload.{key}: only for kind shared_prefix")
+    if kind == "shared_prefix":
+        for key in ("groups", "prefix_tokens"):
+            if key not in workload:
+                raise CheckError(
+                    f"config: benchmark.workload.{key}: required for kind shared_prefix"
+                )
+    if "range_ratio" in workload and kind == "sharegpt":
+        raise CheckError(
+            "config: benchmark.workload.range_ratio: not for kind sharegpt (its lengths "
+            "come from the file)"
+        )

@@ -1,0 +1,386 @@
+"""Configuration: validation, defaults, variant inheritance, cells and their specs.
+
+Everything here is pure (no I/O besides reading the schema), so the Snakefile and the
+tests see exactly the same resolution.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from servesweep import CLIENT_VERSION
+from servesweep.loads import arrival, level_json, level_key, parse_level
+from servesweep.loads import num_prompts as level_prompts
+from servesweep.server.engines import ENGINES, get_engine
+from servesweep.sweep.checks import CheckError, check_loads, check_stacks, check_variant_gpus
+
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
+
+# Variant keys that configure the engine adapter rather than the server's flags.
+ENGINE_OPTION_KEYS = ("command", "health_path", "models_path", "model_name")
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message is one line naming the key."""
+
+
+@cache
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _key_path(path) -> str:
+    """Render a jsonschema path as `variants.ep8.flags[0]`."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def validate_schema(config: dict) -> None:
+    """Validate against the JSON schema; raise ConfigError with the most specific problem."""
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = list(validator.iter_errors(config))
+    if not errors:
+        return
+    best = jsonschema.exceptions.best_match(errors)
+    # Descend into oneOf/anyOf to name the deepest key.
+    while best.context:
+        best = jsonschema.exceptions.best_match(best.context)
+    message = best.message
+    if best.validator == "additionalProperties":
+        message = message.replace("Additional properties are not allowed", "unknown key")
+    elif (
+        best.validator in ("maxProperties", "minProperties")
+        and best.path
+        and (best.path[0] == "models")
+    ):
+        message = "needs exactly one source kind: synthetic, hf or path"
+    elif best.validator == "pattern" and list(best.path)[-1:] == ["hf"]:
+        message = f"{best.instance!r} must be org/name@revision (pin a revision)"
+    raise ConfigError(f"config: {_key_path(best.absolute_path)}: {message}")
+
+
+def _fill_defaults(validator, properties, instance, schema):
+    # Set a missing property to its schema default (a copy: a mutable default shared by
+    # every config would leak between them), then validate as usual, which descends into
+    # what was just set and fills its own defaults.
+    if isinstance(instance, dict):
+        for name, subschema in properties.items():
+            if "default" in subschema and name not in instance:
+                instance[name] = copy.deepcopy(subschema["default"])
+    yield from jsonschema.Draft202012Validator.VALIDATORS["properties"](
+        validator, properties, instance, schema
+    )
+
+
+_DefaultFiller = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, {"properties": _fill_defaults}
+)
+
+
+def with_defaults(config: dict) -> dict:
+    """A copy of a valid config with every default of the schema filled in. The schema is
+    the one home of the defaults: this fills them as `snakemake.utils.validate` does, so a
+    config resolves the same whether Snakemake's validate has run on it or not."""
+    filled = copy.deepcopy(config)
+    for _ in _DefaultFiller(schema()).iter_errors(filled):
+        pass  # validate_schema has already refused an invalid config
+    return filled
+
+
+def resolve_variants(variants: dict, default_engine: str) -> dict:
+    """Resolve `extends` chains once: each variant gets its parents' flags and env,
+    overridden by its own; a flag or env var set to null in a child is removed."""
+    resolved: dict[str, dict] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> dict:
+        if name in resolved:
+            return resolved[name]
+        if name in chain:
+            cycle = " -> ".join((*chain, name))
+            raise ConfigError(f"config: variants.{chain[0]}.extends: cycle {cycle}")
+        own = variants[name]
+        parent_name = own.get("extends")
+        if parent_name is not None and parent_name not in variants:
+            raise ConfigError(
+                f"config: variants.{name}.extends: unknown variant {parent_name!r} "
+                f"(known: {', '.join(sorted(variants))})"
+            )
+        if parent_name is None:
+            base = {
+                "engine": default_engine,
+                "engine_options": {},
+                "flags": {},
+                "env": {},
+                "gpus": None,
+                "must_match": None,
+                "chain": [],
+            }
+        else:
+            base = resolve(parent_name, (*chain, name))
+        flags = {**base["flags"], **own.get("flags", {})}
+        env = {**base["env"], **own.get("env", {})}
+        options = {**base["engine_options"]}
+        options.update({k: own[k] for k in ENGINE_OPTION_KEYS if k in own})
+        result = {
+            "engine": own.get("engine", base["engine"]),
+            "engine_options": options,
+            "flags": {k: v for k, v in flags.items() if v is not None},
+            "env": {k: str(v) for k, v in env.items() if v is not None},
+            "gpus": own.get("gpus", base["gpus"]),
+            "must_match": own.get("correctness_must_match", base.get("must_match")),
+            "chain": [*base["chain"], name],
+            "description": own.get("description", ""),
+        }
+        resolved[name] = result
+        return result
+
+    for name in variants:
+        resolve(name, ())
+    return resolved
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated, resolved configuration."""
+
+    stacks: dict
+    models: dict
+    variants: dict  # resolved
+    server: dict
+    benchmark: dict
+    retries: dict
+    analysis: dict
+    gpu_slots: dict
+    raw: dict
+
+    @property
+    def cells(self) -> list[tuple[str, str, str]]:
+        return list(itertools.product(self.stacks, self.models, self.variants))
+
+    @property
+    def correctness(self) -> dict | bool:
+        """The correctness pass's settings (False: off), the schema's defaults filled in."""
+        return self.raw["correctness"]
+
+    def must_match(self, variant: str) -> bool:
+        """Whether the variant's greedy answers must equal the baseline's exactly: its own
+        `correctness_must_match`, else speculative decoding in its flags."""
+        from servesweep.correctness.compare import must_match_exactly
+
+        v = self.variants[variant]
+        return v["must_match"] if v["must_match"] is not None else must_match_exactly(v["flags"])
+
+    @property
+    def repeats(self) -> int:
+        return self.benchmark["repeats"]
+
+    @property
+    def jobs(self) -> list[tuple[str, str, str, int]]:
+        """(stack, model, variant, repeat) of every run_cell job, in the order they should
+        run: every cell's first boot, then every cell's second, … so that variants
+        interleave and a drift over the sweep's hours is spread over all of them."""
+        return [(*cell, r) for r in range(self.repeats) for cell in self.cells]
+
+    @property
+    def load_kind(self) -> str:
+        """`concurrency` (benchmark.levels) or `rate` (benchmark.rate)."""
+        return "rate" if "rate" in self.benchmark else "concurrency"
+
+    @property
+    def levels(self) -> list:
+        """The configured levels, in order: concurrencies, or rates (math.inf for inf)."""
+        return [parse_level(v) for v in self.benchmark.get("rate") or self.benchmark["levels"]]
+
+    def num_prompts(self, level) -> int:
+        return level_prompts(self.benchmark["num_prompts"], level)
+
+    def _spec_benchmark(self) -> dict:
+        """The benchmark part of a spec. A concurrency sweep's is exactly as before rate
+        levels existed (its cells keep their spec hashes); a rate sweep's names its rates
+        and its arrival settings resolved."""
+        bench = {k: v for k, v in self.benchmark.items() if k != "repeats"}
+        if self.load_kind == "rate":
+            bench["rate"] = [level_json(v) for v in self.levels]
+            bench["arrival"] = arrival(self.benchmark)._asdict()
+        bench["num_prompts_per_level"] = {level_key(lv): self.num_prompts(lv) for lv in self.levels}
+        return bench
+
+    def gpus(self, variant: str) -> int:
+        gpus = self.variants[variant]["gpus"]
+        return self.server["gpus"] if gpus is None else gpus
+
+    def spec(self, stack: str, model: str, variant: str) -> dict:
+        """Everything a cell's measurement depends on. Runtime values (interpreter,
+        model directory, port) appear as placeholders; the stack manifest and the
+        model files are tracked by Snakemake as inputs instead."""
+        v = self.variants[variant]
+        engine = get_engine(v["engine"], v["engine_options"])
+        command = engine.command(
+            python="<stack>/bin/python",
+            model_path="<model>",
+            host=self.server["host"],
+            port="<port>",
+            flags=v["flags"],
+            gpus=self.gpus(variant),
+        )
+        return {
+            "stack": {"name": stack, **self.stacks[stack]},
+            "model": {"name": model, "source": self.models[model]},
+            "variant": variant,
+            "extends_chain": v["chain"],
+            "engine": v["engine"],
+            "engine_options": v["engine_options"],
+            # Pairs, not a mapping: the canonical JSON sorts mapping keys, and the
+            # server must get its flags in the order the config gives them.
+            "flags": [[name, value] for name, value in v["flags"].items()],
+            "command": command,
+            "env": v["env"],
+            "gpus": self.gpus(variant),
+            "server": self.server,
+            "correctness": self.correctness,
+            # Without `repeats`: how many boots a sweep asks for is not something one boot's
+            # measurement depends on, so raising it runs only the new boots.
+            "benchmark": self._spec_benchmark(),
+            "client_version": CLIENT_VERSION,
+            # The capacity search judges levels as they run, so its SLO is part of what a
+            # boot measures; without a search `slo` only judges (and stays out of the spec).
+            **({"slo": self.raw["slo"]} if "search" in self.benchmark else {}),
+        }
+
+
+def next_attempt(cell_json: Path, retries: dict) -> int:
+    """The attempt number a cell's next measurement would carry.
+
+    It is a Snakemake param of run_cell: while it stays equal to the attempt recorded in
+    the cell's result, nothing reruns; it moves on (and so reruns the cell) only for a
+    failed cell when `retries.failed_cells` is on and attempts remain.
+    """
+    try:
+        previous = json.loads(Path(cell_json).read_text())
+    except (OSError, ValueError):
+        return 0
+    attempt = int(previous.get("attempt", 0))
+    if (
+        previous.get("status") == "failed"
+        and retries["failed_cells"]
+        and attempt + 1 < retries["max_attempts"]
+    ):
+        return attempt + 1
+    return attempt
+
+
+def spec_json(spec: dict) -> str:
+    """Canonical JSON: the same spec always gives the same text (and hash)."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def spec_hash(spec: dict) -> str:
+    return hashlib.sha256(spec_json(spec).encode()).hexdigest()[:12]
+
+
+def check_semantics(config: dict) -> None:
+    """Checks a JSON schema cannot express; one line naming the key for each."""
+    variants = config["variants"]
+    baseline = config["analysis"]["baseline"]
+    if baseline not in variants:
+        where = "variants" if baseline == "baseline" else "analysis.baseline"
+        raise ConfigError(
+            f"config: {where}: missing {baseline!r} (every comparison is against it; "
+            f"have: {', '.join(sorted(variants))})"
+        )
+    if variants[baseline].get("extends"):
+        raise ConfigError(f"config: variants.{baseline}.extends: the baseline cannot extend")
+    default_engine = config["engine"]
+    if default_engine not in ENGINES:
+        raise ConfigError(
+            f"config: engine: unknown engine {default_engine!r} (known: {', '.join(ENGINES)})"
+        )
+    for name, variant in variants.items():
+        engine = variant.get("engine")
+        if engine is not None and engine not in ENGINES:
+            raise ConfigError(
+                f"config: variants.{name}.engine: unknown engine {engine!r} "
+                f"(known: {', '.join(ENGINES)})"
+            )
+    resolved = resolve_variants(variants, default_engine)
+    for name, variant in resolved.items():
+        if variant["engine"] == "command" and not variant["engine_options"].get("command"):
+            raise ConfigError(f"config: variants.{name}.command: required for engine 'command'")
+    for name, variant in resolved.items():
+        # The adapter refuses flags it sets itself (--port, --model, …): say so here,
+        # in one line, rather than as a traceback when the job runs.
+        try:
+            get_engine(variant["engine"], variant["engine_options"]).command(
+                "<stack>/bin/python", "<model>", "127.0.0.1", "<port>", variant["flags"]
+            )
+        except ValueError as exc:
+            raise ConfigError(f"config: variants.{name}.flags: {exc}") from None
+    try:
+        check_variant_gpus(config, resolved)
+        check_stacks(config)
+        check_loads(config)
+    except CheckError as exc:
+        raise ConfigError(str(exc)) from None
+    bench = config["benchmark"]
+    workload = bench.get("workload", {})
+    if workload.get("kind") == "sharegpt" and "path" not in workload:
+        raise ConfigError("config: benchmark.workload.path: required for kind sharegpt")
+    rule = bench["num_prompts"]
+    if rule["min"] > rule["max"]:
+        raise ConfigError("config: benchmark.num_prompts: min is larger than max")
+    reference = config["analysis"].get("reference_stack")
+    if reference is not None and reference not in config["stacks"]:
+        raise ConfigError(
+            f"config: analysis.reference_stack: unknown stack {reference!r} "
+            f"(known: {', '.join(sorted(config['stacks']))})"
+        )
+
+
+def load(config: dict) -> Sweep:
+    """Validate (schema, then semantics) and resolve a config dict."""
+    validate_schema(config)
+    config = with_defaults(config)
+    check_semantics(config)
+    variants = resolve_variants(config["variants"], config["engine"])
+    return Sweep(
+        stacks=copy.deepcopy(config["stacks"]),
+        # `synthetic:` with no parameters reads as null; it means "all defaults".
+        models={
+            name: {kind: ({} if value is None else copy.deepcopy(value))}
+            for name, source in config["models"].items()
+            for kind, value in source.items()
+        },
+        variants=variants,
+        server=config["server"],
+        benchmark=config["benchmark"],
+        retries=config["retries"],
+        analysis=config["analysis"],
+        gpu_slots=config["gpu_slots"],
+        raw=copy.deepcopy(config),
+    )
+
+
+def load_file(path: str | Path) -> Sweep:
+    path = Path(path)
+    try:
+        config = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"config file {path}{where}: not valid YAML") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"config file {path}: must be a mapping of keys")
+    return load(config)

@@ -1,0 +1,294 @@
+"""The plan: what a sweep would do before any GPU hour is spent.
+
+For every cell: its state (new, measured and current, stale and why, failed and whether
+it will be retried), the exact launch command and environment, the GPUs it holds and an
+estimated wall time; then the totals. Nothing is launched: it reads the sweep, the stack and
+model manifests where they exist and the cells' earlier records.
+
+The state follows Snakemake's own rerun rule for `run_cell` (params = the cell's spec and
+attempt; a missing stack or model manifest means its setup job runs first, and the cell
+after it), so "run" here is what `snakemake` would run.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from servesweep import CLIENT_VERSION
+from servesweep.jsonfile import read_json
+from servesweep.loads import level_key
+from servesweep.resources.models import model_path
+from servesweep.resources.stacks import stack_python
+from servesweep.run.levels import is_rate, spec_levels
+from servesweep.server.engines import launch_command, launch_env
+from servesweep.sweep.config import Sweep, next_attempt, spec_hash
+from servesweep.sweep.layout import Paths
+
+# Used where no earlier record says better (each is stated in the plan's output).
+DEFAULT_BOOT_S = 60.0  # launch -> ready
+DEFAULT_TEARDOWN_S = 5.0
+DEFAULT_STREAM_TOK_S = 20.0  # output tokens/s one stream gets
+DEFAULT_CELL_TOK_S = 2000.0  # ...and a server in all
+LEVEL_OVERHEAD_S = 1.0  # liveness probe, cache flush and records around each level
+DEFAULT_OUTPUT_TOKENS = 256  # a sharegpt workload that takes the reply's own length
+
+RUN, KEEP = "run", "keep"
+
+
+class PlannedCell(NamedTuple):
+    """One run_cell job: one boot of a cell."""
+
+    order: int  # 1-based position in the plan: the order the jobs run in
+    stack: str
+    model: str
+    variant: str
+    repeat: int  # which boot of the cell
+    state: str  # new | current | stale | failed
+    action: str  # run | keep
+    why: str
+    command: list[str]
+    env: dict[str, str]
+    gpus: int
+    estimate_s: float  # wall time of this boot
+    estimate_from: str  # "this cell's records", "<engine> records", "default rates"
+
+
+def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two specs (mappings compared key by key)."""
+    out = []
+    for key in sorted(set(old) | set(new), key=str):
+        a, b = old.get(key), new.get(key)
+        name = f"{prefix}{key}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += changed_keys(a, b, name + ".")
+        elif a != b:
+            out.append(name)
+    return out
+
+
+def cell_state(
+    previous: dict | None, spec: dict, attempt: int, retries: dict, inputs_missing: list[str]
+) -> tuple[str, str, str]:
+    """(state, action, why) of one cell, as Snakemake's rerun rule decides it."""
+    if previous is None:
+        return "new", RUN, "not measured yet"
+    if previous.get("spec_hash") != spec_hash(spec):
+        keys = changed_keys(previous.get("spec") or {}, spec)
+        shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        return "stale", RUN, f"spec changed: {shown or 'its hash'}"
+    failure = previous.get("failure") or {}
+    failed = previous.get("status") == "failed"
+    where = f"failed at {failure.get('stage')} ({failure.get('cause')})"
+    if attempt != int(previous.get("attempt", 0)):
+        return (
+            "failed",
+            RUN,
+            f"{where}; retried: attempt {attempt + 1} of {retries['max_attempts']}",
+        )
+    if inputs_missing:
+        state = "failed" if failed else "current"
+        return state, RUN, f"{' and '.join(inputs_missing)} missing: rebuilt first, then this cell"
+    if failed:
+        if not retries["failed_cells"]:
+            return "failed", KEEP, f"{where}; final (retries.failed_cells is off)"
+        return "failed", KEEP, f"{where}; final ({retries['max_attempts']} attempts used)"
+    measured = previous.get("client_version")
+    if str(measured) != str(CLIENT_VERSION):
+        return (
+            "stale",
+            KEEP,
+            f"measured by client v{measured} (now v{CLIENT_VERSION}); not rerun by itself: "
+            "delete its cell.json to measure again",
+        )
+    return "current", KEEP, f"measured {previous.get('finished_at') or ''}".strip()
+
+
+class Rates:
+    """What earlier records say about speed: per cell, and per engine."""
+
+    def __init__(self, cells: Iterable[dict]):
+        self.by_cell: dict[tuple, dict] = {}
+        self.boot: dict[str, list[float]] = defaultdict(list)
+        self.teardown: dict[str, list[float]] = defaultdict(list)
+        self.tput: dict[tuple[str, int], list[float]] = defaultdict(list)
+        for cell in cells:
+            engine = cell.get("engine") or "?"
+            own = {"boot": cell.get("boot_s"), "teardown": None, "tput": {}}
+            if isinstance(cell.get("teardown"), dict):
+                own["teardown"] = cell["teardown"].get("seconds")
+            for lev in cell.get("levels") or []:
+                rate = lev.get("output_throughput")
+                if lev.get("status") == "ok" and rate:
+                    key = level_key(lev["level"])
+                    own["tput"].setdefault(key, []).append(float(rate))
+                    self.tput[(engine, key)].append(float(rate))
+            if own["boot"]:
+                self.boot[engine].append(float(own["boot"]))
+            if own["teardown"] is not None:
+                self.teardown[engine].append(float(own["teardown"]))
+            self.by_cell[(cell.get("stack"), cell.get("model"), cell.get("variant"))] = own
+
+    def estimate(self, key: tuple, spec: dict) -> tuple[float, str]:
+        """Seconds one measurement of the cell takes, and where the rates came from."""
+        engine = spec["engine"]
+        own = self.by_cell.get(key) or {"boot": None, "teardown": None, "tput": {}}
+        sources = []
+
+        def pick(mine, engine_values, default):
+            if mine:
+                sources.append("this cell's records")
+                return float(mine)
+            if engine_values:
+                sources.append(f"{engine} records")
+                return statistics.median(engine_values)
+            sources.append("default rates")
+            return default
+
+        bench = spec["benchmark"]
+        out_tokens = bench["workload"].get("output_tokens") or DEFAULT_OUTPUT_TOKENS
+        total = pick(own["boot"], self.boot.get(engine), DEFAULT_BOOT_S)
+        total += pick(own["teardown"], self.teardown.get(engine), DEFAULT_TEARDOWN_S)
+        for level in spec_levels(spec):
+            key = level_key(level)
+            requests = bench["warmup"] + bench["num_prompts_per_level"][key]
+            mine = own["tput"].get(key)
+            # A rate level's in-flight count is the server's to decide: assume it keeps up.
+            streams = requests if is_rate(spec) else min(level, requests)
+            default = streams * DEFAULT_STREAM_TOK_S
+            rate = pick(
+                statistics.median(mine) if mine else None,
+                self.tput.get((engine, key)),
+                min(default, DEFAULT_CELL_TOK_S),
+            )
+            seconds = requests * out_tokens / rate
+            if is_rate(spec) and level != float("inf"):
+                seconds = max(seconds, requests / level)  # the arrivals take this long
+            total += seconds + LEVEL_OVERHEAD_S
+        total += self._correctness_s(own, spec)
+        # The weakest source used is the one to state (the correctness pass rides on the
+        # level-1 rate, so it adds no source of its own).
+        for source in ("default rates", f"{engine} records", "this cell's records"):
+            if source in sources:
+                return total, source
+        return total, "default rates"
+
+    def _correctness_s(self, own: dict, spec: dict) -> float:
+        """The correctness pass: its prompts one at a time at the one-stream rate, then all
+        together (about half that again, as batches are faster)."""
+        pass_config = spec.get("correctness")
+        if not pass_config:
+            return 0.0
+        one = own["tput"].get(1) or self.tput.get((spec["engine"], 1))
+        rate = statistics.median(one) if one else DEFAULT_STREAM_TOK_S
+        return 1.5 * pass_config["prompts"] * pass_config["max_tokens"] / rate
+
+
+def earlier_records(paths: Paths) -> list[dict]:
+    """Every boot's cell.json under results/cells (any sweep's: all evidence of speed)."""
+    return [cell for cell in map(read_json, paths.cell_records()) if cell is not None]
+
+
+def plan_sweep(sweep: Sweep, paths: Paths) -> list[PlannedCell]:
+    """Every run_cell job of the sweep, in the order they run (Sweep.jobs), with its state
+    and estimate."""
+    rates = Rates(earlier_records(paths))
+    manifests = {("stack", s): read_json(paths.stack_manifest(s)) for s in sweep.stacks} | {
+        ("model", m): read_json(paths.model_manifest(m)) for m in sweep.models
+    }
+    planned = []
+    for order, (stack, model, variant, repeat) in enumerate(sweep.jobs, start=1):
+        spec = sweep.spec(stack, model, variant)
+        stack_manifest = manifests[("stack", stack)]
+        model_manifest = manifests[("model", model)]
+        python = (stack_manifest or {}).get("python") or str(
+            stack_python(stack, sweep.stacks[stack], paths.stacks)
+        )
+        model_dir = (model_manifest or {}).get("path") or str(
+            model_path(model, sweep.models[model], paths.models)
+        )
+        port = spec["server"]["port"]
+        command = launch_command(spec, python, model_dir, "<auto>" if port == "auto" else port)
+        missing = [f"stack {stack}'s manifest"] if stack_manifest is None else []
+        missing += [f"model {model}'s manifest"] if model_manifest is None else []
+        cell_json = paths.cell_json(stack, model, variant, repeat)
+        previous = read_json(cell_json)
+        attempt = next_attempt(cell_json, sweep.retries)
+        state, action, why = cell_state(previous, spec, attempt, sweep.retries, missing)
+        estimate, source = rates.estimate((stack, model, variant), spec)
+        planned.append(
+            PlannedCell(
+                order,
+                stack,
+                model,
+                variant,
+                repeat,
+                state,
+                action,
+                why,
+                command,
+                launch_env(spec),
+                spec["gpus"],
+                round(estimate, 1),
+                source,
+            )
+        )
+    return planned
+
+
+def state_digest(sweep: Sweep, paths: Paths) -> str:
+    """Changes whenever the plan would: the cells' specs and attempts, and the files the
+    plan reads (cell records, manifests), by size and modification time. A Snakemake
+    param of the plan rule, so the plan is rebuilt exactly when it would say something
+    else."""
+    parts = [CLIENT_VERSION]
+    specs = {cell: spec_hash(sweep.spec(*cell)) for cell in sweep.cells}
+    for stack, model, variant, repeat in sweep.jobs:
+        cell_json = paths.cell_json(stack, model, variant, repeat)
+        parts.append(specs[(stack, model, variant)])
+        parts.append(str(next_attempt(cell_json, sweep.retries)))
+    files = paths.cell_records() + [paths.results / "verdicts.csv"]
+    files += [paths.stack_manifest(s) for s in sweep.stacks]
+    files += [paths.model_manifest(m) for m in sweep.models]
+    for path in files:
+        try:
+            st = path.stat()
+            parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{path}:-")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+class Resolve(NamedTuple):
+    """What the last verdicts ask for: boots per cell that would settle every unresolved
+    comparison of the headline metric to ±analysis.resolve_pct."""
+
+    repeats: int  # benchmark.repeats to set
+    comparisons: int  # how many comparisons asked for more
+    extra_wall_s: float  # estimated time of the boots that would be added
+
+
+def resolve_suggestion(sweep: Sweep, paths: Paths, planned: list[PlannedCell]) -> Resolve | None:
+    """None when there are no verdicts yet, or none asks for more boots."""
+
+    try:
+        with open(paths.results / "verdicts.csv", newline="") as f:
+            rows = [
+                r
+                for r in csv.DictReader(f)
+                if r.get("metric") == "output_throughput" and r.get("repeats_needed")
+            ]
+    except OSError:
+        return None
+    needed = [int(float(r["repeats_needed"])) for r in rows]
+    if not needed or max(needed) <= sweep.repeats:
+        return None
+    per_boot: dict[tuple, float] = {}
+    for p in planned:
+        per_boot.setdefault((p.stack, p.model, p.variant), p.estimate_s)
+    extra = (max(needed) - sweep.repeats) * sum(per_boot.values())
+    return Resolve(max(needed), len(needed), round(extra, 1))

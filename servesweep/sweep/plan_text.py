@@ -1,0 +1,182 @@
+"""The plan as people and tools read it: text with tabulate tables, and JSON."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from tabulate import tabulate
+
+from servesweep import CLIENT_VERSION
+from servesweep.server.env import MULTICAST_OFF
+from servesweep.sweep.config import Sweep
+from servesweep.sweep.layout import Paths
+from servesweep.sweep.plan import (
+    DEFAULT_BOOT_S,
+    DEFAULT_CELL_TOK_S,
+    DEFAULT_STREAM_TOK_S,
+    DEFAULT_TEARDOWN_S,
+    LEVEL_OVERHEAD_S,
+    RUN,
+    PlannedCell,
+    Resolve,
+    plan_sweep,
+    resolve_suggestion,
+)
+
+# Past this many boots a cell, asking for more repeats is the wrong advice (the H200 sweep's
+# noisy comparisons asked for 346): the boots' scatter is the problem.
+PRACTICAL_REPEATS = 20
+
+
+def duration(seconds: float) -> str:
+    """1 h 05 min, 12 min 30 s, 45 s."""
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {secs:02d} s"
+    return f"{secs} s"
+
+
+def totals(planned: list[PlannedCell]) -> dict:
+    to_run = [p for p in planned if p.action == RUN]
+    states = {s: sum(p.state == s for p in planned) for s in ("new", "current", "stale", "failed")}
+    return {
+        "jobs": len(planned),
+        "cells": len({(p.stack, p.model, p.variant) for p in planned}),
+        "to_run": len(to_run),
+        "states": states,
+        "wall_s": round(sum(p.estimate_s for p in to_run), 1),
+        "gpu_hours": round(sum(p.estimate_s * p.gpus for p in to_run) / 3600, 2),
+        "whole_sweep_wall_s": round(sum(p.estimate_s for p in planned), 1),
+        "whole_sweep_gpu_hours": round(sum(p.estimate_s * p.gpus for p in planned) / 3600, 2),
+    }
+
+
+def defaults_text() -> str:
+    return (
+        f"without records: boot {DEFAULT_BOOT_S:g} s, teardown {DEFAULT_TEARDOWN_S:g} s, "
+        f"{DEFAULT_STREAM_TOK_S:g} output tok/s per stream up to {DEFAULT_CELL_TOK_S:g} tok/s "
+        f"per server, {LEVEL_OVERHEAD_S:g} s around each level"
+    )
+
+
+def render(
+    planned: list[PlannedCell],
+    sweep_files: list[str],
+    is_default: bool,
+    resolve: Resolve | None = None,
+    resolve_pct: float = 2.0,
+) -> str:
+    """The plan as text: a header, the job table in the order the jobs run, then each
+    cell's command and env (the same for all its boots)."""
+    t = totals(planned)
+    source = ", ".join(sweep_files) + (" (the default sweep)" if is_default else "")
+    boots = t["jobs"] // t["cells"] if t["cells"] else 0
+    lines = [
+        f"servesweep plan - sweep: {source}",
+        f"{t['cells']} cells x {boots} boots = {t['jobs']} run_cell jobs: {t['to_run']} will "
+        "run; " + ", ".join(f"{n} {s}" for s, n in t["states"].items() if n),
+        f"to run: about {duration(t['wall_s'])} one job at a time, "
+        f"{t['gpu_hours']:g} GPU-hours (whole sweep: {duration(t['whole_sweep_wall_s'])}, "
+        f"{t['whole_sweep_gpu_hours']:g} GPU-hours)",
+        f"estimates from the cells' own records, else the same engine's, else defaults "
+        f"({defaults_text()})",
+        "jobs run in this order: every cell's first boot, then every cell's second, ...",
+        "",
+    ]
+    rows = [
+        [
+            p.order,
+            p.stack,
+            p.model,
+            p.variant,
+            f"r{p.repeat}",
+            p.state,
+            p.action,
+            p.gpus,
+            duration(p.estimate_s),
+            p.estimate_from,
+            p.why,
+        ]
+        for p in planned
+    ]
+    headers = ["#", "stack", "model", "variant", "boot", "state", "action", "GPUs", "est."]
+    headers += ["from", "why"]
+    lines.append(tabulate(rows, headers=headers, tablefmt="simple"))
+    if resolve is not None:
+        lines += [
+            "",
+            f"The last verdicts: {resolve.comparisons} comparisons are not resolved to "
+            f"±{resolve_pct:g} %. Set benchmark.repeats: {resolve.repeats} to settle them; only "
+            f"the new boots run (about {duration(resolve.extra_wall_s)} more).",
+        ]
+        if resolve.repeats > PRACTICAL_REPEATS:
+            lines.append(
+                f"More than {PRACTICAL_REPEATS} boots a cell means the boots scatter more than "
+                "repeats can cure: see the comparisons flagged noisy in the report (CV across "
+                "boots); quieter boots, or a wider analysis.resolve_pct, settle them sooner."
+            )
+    lines += [
+        "",
+        "Launch commands (port <auto>: a free port picked at launch). Every server also gets "
+        "CUDA_VISIBLE_DEVICES of the GPUs its cell holds and, unless its env sets them, "
+        + " ".join(f"{k}={v}" for k, v in MULTICAST_OFF.items())
+        + " (NVLink multicast off):",
+    ]
+    seen = set()
+    for p in planned:
+        if (p.stack, p.model, p.variant) in seen:
+            continue
+        seen.add((p.stack, p.model, p.variant))
+        lines.append(f"  {p.stack} / {p.model} / {p.variant}")
+        lines.append(f"     $ {' '.join(_quote(a) for a in p.command)}")
+        if p.env:
+            lines.append("     env: " + " ".join(f"{k}={_quote(v)}" for k, v in p.env.items()))
+    return "\n".join(lines) + "\n"
+
+
+def _quote(arg) -> str:
+    text = str(arg)
+    return text if text == "<auto>" else shlex.quote(text)
+
+
+def plan_json(
+    planned: list[PlannedCell],
+    sweep_files: list[str],
+    is_default: bool,
+    resolve: Resolve | None = None,
+) -> dict:
+    return {
+        "resolve": resolve._asdict() if resolve else None,
+        "sweep_files": sweep_files,
+        "is_default": is_default,
+        "client_version": CLIENT_VERSION,
+        "defaults": {
+            "boot_s": DEFAULT_BOOT_S,
+            "teardown_s": DEFAULT_TEARDOWN_S,
+            "stream_tok_s": DEFAULT_STREAM_TOK_S,
+            "cell_tok_s": DEFAULT_CELL_TOK_S,
+            "level_overhead_s": LEVEL_OVERHEAD_S,
+        },
+        "totals": totals(planned),
+        "cells": [p._asdict() for p in planned],
+    }
+
+
+def write_plan(
+    sweep: Sweep, paths: Paths, sweep_files: list[str], is_default: bool, out_txt, out_json
+) -> str:
+    """Write the plan as text and JSON; return the text."""
+    planned = plan_sweep(sweep, paths)
+    resolve = resolve_suggestion(sweep, paths, planned)
+    text = render(planned, sweep_files, is_default, resolve, sweep.analysis["resolve_pct"])
+    data = plan_json(planned, sweep_files, is_default, resolve)
+    for path, content in ((out_txt, text), (out_json, json.dumps(data, indent=2) + "\n")):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(content)
+    return text

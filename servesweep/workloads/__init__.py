@@ -1,0 +1,1 @@
+"""The prompts a level sends, by workload kind."""

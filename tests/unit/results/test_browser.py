@@ -1,0 +1,22 @@
+"""The report in a real headless browser: it loads without a console error, the verdict
+table and the plots are there, and every image decodes."""
+
+from fixtures.browser import keep_screenshot, need_browser, render
+from fixtures.cells import SETTINGS, judge_sweep, write_sweep
+
+from servesweep.results.report.build import build_report
+
+
+def test_the_report_renders_in_chromium(tmp_path):
+    need_browser()
+    paths, _ = write_sweep(tmp_path)
+    summary, verdicts = judge_sweep(paths, tmp_path)
+    html = tmp_path / "report.html"
+    build_report(summary, verdicts, paths, html, SETTINGS)
+    shown = render(html, tmp_path / "report.png")
+    assert shown.messages == []
+    assert shown.title == "demo <sweep>"
+    assert shown.verdict_rows == 1 + 4  # header + baseline, cb, bootfail, midfail
+    assert len(shown.image_widths) >= 2 and all(w > 0 for w in shown.image_widths)
+    assert shown.screenshot.stat().st_size > 10_000
+    keep_screenshot(shown, "fixture-report.png")

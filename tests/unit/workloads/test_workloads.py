@@ -1,0 +1,47 @@
+"""Workloads that exercise optimizations: shared prefixes and length ranges, with exact
+token counts under a real byte-level BPE."""
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from servesweep.workloads.basic import count_tokens
+from servesweep.workloads.shaped import ranged_prompts, shared_prefix_prompts
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    text = " ".join(f"def f{i}(x, y): return x * {i} + y  # n={i**2} caf\u00e9" for i in range(300))
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator([text[i : i + 500] for i in range(0, len(text), 500)], trainer)
+    return tok
+
+
+def test_shared_prefix_groups(bpe):
+    workload = {"groups": 3, "prefix_tokens": 40, "input_tokens": 12, "output_tokens": 8}
+    ps = shared_prefix_prompts(bpe, 12, workload, seed=2)
+    heads = [p.text.split("\n", 1)[0] for p in ps]
+    # Request i is in group i mod 3: three distinct 40-token prefixes, each shared by 4.
+    assert len(set(heads)) == 3
+    assert all(heads[i] == heads[i % 3] for i in range(12))
+    assert all(count_tokens(bpe, h) == 40 for h in heads)
+    # Every prompt differs after its prefix, and its count is its real length.
+    assert len({p.text for p in ps}) == 12
+    assert all(p.input_tokens == count_tokens(bpe, p.text) for p in ps)
+    assert all(40 + 12 <= p.input_tokens <= 40 + 12 + 2 for p in ps)  # + the newline
+    assert ps == shared_prefix_prompts(bpe, 12, workload, seed=2)
+
+
+def test_length_range(bpe):
+    workload = {"input_tokens": 20, "output_tokens": 10, "range_ratio": 0.8}
+    ps = ranged_prompts(bpe, 200, workload, seed=4)
+    ins = [p.input_tokens for p in ps]
+    outs = [p.output_tokens for p in ps]
+    # Uniform over the integers [16, 20] and [8, 10]: every value turns up in 200 draws.
+    assert set(ins) == {16, 17, 18, 19, 20} and set(outs) == {8, 9, 10}
+    assert all(count_tokens(bpe, p.text) == p.input_tokens for p in ps)
+    assert ps == ranged_prompts(bpe, 200, workload, seed=4)

@@ -1,0 +1,137 @@
+"""The shipped example sweeps: each passes schema and semantic validation, plans with real
+Snakemake, and its stacks point at spec files that pin what they claim."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from fixtures.workflow import run_snakemake
+
+from servesweep.sweep.config import load_file
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
+GPU_EXAMPLES = ["kimi-k2.5-eagle3.yaml", "glm5-nvfp4.yaml"]
+# The examples run on a lent GPU (benchmarks/gpu_run.sh): transformers serve on CUDA.
+H200_EXAMPLE = "h200-transformers.yaml"
+H200_RATE_EXAMPLE = "h200-rate-slo.yaml"
+
+
+def test_the_examples_are_shipped():
+    assert {p.name for p in EXAMPLES} == {
+        *GPU_EXAMPLES,
+        H200_EXAMPLE,
+        H200_RATE_EXAMPLE,
+        "vllm-cpu.yaml",
+        "cpu-rate-slo.yaml",
+    }
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_validates_and_resolves(path):
+    sweep = load_file(path)
+    assert "baseline" in sweep.variants
+    for stack, model, variant in sweep.cells:
+        spec = sweep.spec(stack, model, variant)
+        assert spec["command"][1:3] in (
+            ["-m", "sglang.launch_server"],
+            ["-m", "vllm.entrypoints.openai.api_server"],
+            ["serve", "<model>"],  # transformers serve
+        ), spec["command"]
+    for stack in sweep.stacks.values():
+        spec_file = stack.get("requirements") or stack.get("env_file")
+        if spec_file:
+            assert (ROOT / spec_file).is_file(), spec_file
+
+
+@pytest.mark.parametrize("name", GPU_EXAMPLES)
+def test_gpu_examples_sweep_the_seed_levels_on_both_cuda_stacks(name):
+    sweep = load_file(ROOT / "config" / "examples" / name)
+    assert sweep.benchmark["levels"] == [1, 10, 256, 1024]
+    assert {s["requirements"] for s in sweep.stacks.values()} == {
+        "envs/sglang-cu128.txt",
+        "envs/sglang-cu130.txt",
+    }
+    assert all(sweep.gpus(v) == 8 for v in sweep.variants)
+    assert all(v["engine"] == "sglang" for v in sweep.variants.values())
+
+
+def test_h200_example_sweeps_two_stacks_and_two_gpu_variants_on_one_gpu():
+    sweep = load_file(ROOT / "config" / "examples" / H200_EXAMPLE)
+    assert sweep.benchmark["levels"] == [1, 10, 256, 1024]
+    assert sweep.benchmark["repeats"] >= 2
+    assert len(sweep.stacks) == 2
+    assert all(s["kind"] == "existing" for s in sweep.stacks.values())
+    assert all(sweep.gpus(v) == 1 for v in sweep.variants)
+    for stack, model, variant in sweep.cells:
+        command = sweep.spec(stack, model, variant)["command"]
+        assert command[command.index("--device") + 1] == "cuda", command
+
+
+def test_h200_rate_example_prices_gpus_under_mlperfs_llama2_server_slo():
+    sweep = load_file(ROOT / "config" / "examples" / H200_RATE_EXAMPLE)
+    assert sweep.levels[:3] == [8, 32, 128] and sweep.load_kind == "rate"
+    raw = yaml.safe_load((ROOT / "config" / "examples" / H200_RATE_EXAMPLE).read_text())
+    assert raw["slo"] == {"ttft_ms": 2000, "tpot_ms": 200}  # MLPerf Llama-2-70B, server
+    assert raw["cost"]["usd_per_gpu_hour"] > 0
+    # The same server as the concurrency example: only the load differs.
+    other = load_file(ROOT / "config" / "examples" / H200_EXAMPLE)
+    for variant in sweep.variants:
+        mine = sweep.spec("tf-5.17", "moe-1b", variant)["command"]
+        assert mine == other.spec("tf-5.17", "moe-1b", variant)["command"]
+
+
+def requirement_pins(path: Path) -> dict[str, str]:
+    """name -> version (or URL) from a requirements file, options and comments skipped."""
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        if " @ " in line:
+            name, url = line.split(" @ ", 1)
+            version = re.search(r"-(\d[^-]*)-cp", url.rsplit("/", 1)[-1]).group(1)
+            pins[name.strip().lower()] = version
+        else:
+            name, version = line.split("==", 1)
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def test_sglang_stacks_differ_in_cuda_only():
+    cu128 = requirement_pins(ROOT / "envs" / "sglang-cu128.txt")
+    cu130 = requirement_pins(ROOT / "envs" / "sglang-cu130.txt")
+    assert cu128.keys() == cu130.keys()
+    # The same versions once the CUDA local label is dropped...
+    assert {k: v.split("+")[0] for k, v in cu130.items()} == cu128
+    # ...and the CUDA 13 stack takes every CUDA-built wheel in its +cu130 build.
+    for name in ("torch", "torchaudio", "torchvision", "sgl-kernel"):
+        assert cu130[name].endswith("+cu130"), name
+    assert (
+        "--extra-index-url https://download.pytorch.org/whl/cu130"
+        in (ROOT / "envs" / "sglang-cu130.txt").read_text()
+    )
+    assert cu128["sglang"] == "0.5.9"
+
+
+def snakemake_dry_run(workdir: Path, configfile: Path) -> subprocess.CompletedProcess:
+    args = ("-n", "--cores", "1", "--configfile", str(configfile))
+    return run_snakemake(workdir, *args, timeout=300)
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_plans_with_snakemake(tmp_path, path):
+    # Stacks' spec files are inputs, relative to the working directory.
+    shutil.copytree(ROOT / "envs", tmp_path / "envs")
+    result = snakemake_dry_run(tmp_path, path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    sweep = load_file(path)
+    planned = re.findall(r"^rule run_cell:", result.stdout, flags=re.M)
+    assert len(planned) == len(sweep.jobs) == len(sweep.cells) * sweep.repeats
+    config = yaml.safe_load(path.read_text())
+    for stack in config["stacks"]:
+        assert f"stack={stack}" in result.stdout
