@@ -1,6 +1,6 @@
 #!/bin/bash
 # config/examples/h200-vllm.yaml through real Snakemake on the lent H200 (no network), then
-# `vllm bench serve` beside our client. From a copy of the repo (not the device tool's
+# pack what came back. From a copy of the repo (not the device tool's
 # checkout, which each call replaces), the wheel parts of benchmarks/vllm_wheels.sh already
 # copied into /tmp/vllm-wheels/ (part.0 ... part.N, SHA256):
 #
@@ -11,10 +11,9 @@
 #   setup    install the wheels (benchmarks/vllm_setup.sh; always sourced)
 #   first    every cell's first boot (r0): a config's cold compile
 #   sweep    the rest (r1: compile cache reused), results/report.html and results/plan.txt
-#   parity   benchmarks/vllm_parity.py: our client and `vllm bench serve` against one
-#            baseline server, levels 1 10 256 1024, into results/bench/vllm_parity.json
 #   pack     OUT/results.tar.gz (results/ without request records, the manifests),
 #            report.html, plan.txt, and OUT/gpu.txt (nvidia-smi after: no compute process)
+# Run it in its own session and wait on its pid (docs/vllm-h200.md gives the device calls).
 # Everything goes to OUT/run.log too. STEP_TIMEOUT=S stops a Snakemake step after S
 # seconds with SIGINT (running cells tear their servers down; what finished stays).
 set -u -o pipefail
@@ -51,12 +50,6 @@ for step in "$@"; do
       ;;
     sweep)
       sm results/report.html results/plan.txt
-      ;;
-    parity)
-      mkdir -p results/bench
-      timeout "${PARITY_TIMEOUT:-400}" "$P" benchmarks/vllm_parity.py \
-        --python /tmp/stack-vllm/bin/python3 --model-dir "resources/models/$M/files" \
-        --out results/bench/vllm_parity.json
       ;;
     pack)
       # shellcheck disable=SC2046
