@@ -230,7 +230,7 @@ class CellRecord(TypedDict):
     port: int
     server_pid: int | None
     boot_s: float | None
-    boot_facts: dict  # graph_capture_s, kv_cache_tokens where the engine's log says them
+    boot_facts: dict  # graph_capture_s, kv_cache_tokens, ... where the engine's log says them
     boot_attempts: list[BootAttempt]
     teardown: TeardownRecord | None
     scheduler: dict | None  # the SLURM job that measured it (servesweep.run.scheduler)

