@@ -2,8 +2,8 @@
 """The vllm adapter's boot facts, read from vLLM 0.26.0's own log lines (H200 boots of the
 synthetic Qwen3-MoE; docs/vllm-h200.md)."""
 
-from servesweep.engines.vllm import VLLMEngine
-from servesweep.results.views import boot_costs
+from servesweep.results.report.views import boot_costs
+from servesweep.server.engines.vllm import VLLMEngine
 
 # A cold boot (empty compile cache) and the next boot of the same config, as vLLM 0.26.0
 # logged them on the H200 (baseline r0 and r1 of config/examples/h200-vllm.yaml).
