@@ -319,7 +319,7 @@ def advance(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult
         )
         if failure and not pending:
             stop += f"; checks: {failure}"
-    left = _left(spec, rp, rounds, incumbent, excluded, bool(pending))
+    left = _left(spec, rp, rounds, incumbent, excluded, len(pending))
     return HuntState(
         rounds=tuple(rounds),
         incumbent=incumbent,
@@ -334,15 +334,15 @@ def advance(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult
     )
 
 
-def _left(spec, rp: _Replay, rounds, incumbent, excluded, running: bool) -> Cost:
+def _left(spec, rp: _Replay, rounds, incumbent, excluded, pending: int) -> Cost:
     """Worst-case boots still to come: the rest of the current round, then every later round
     adopting one candidate each, then the checks."""
-    if not running:
+    if not pending:
         return Cost(0, 0.0)
     last = rounds[-1]
     n = spec.boots_max
     now = n + spec.reference_retries - len(last.reference_boots)
-    now += sum(n - len(a.boots) for a in last.arms if a.verdict == "running")
+    now += sum(n - len(a.boots) for a in last.arms if a.verdict == "running") + pending
     if last.kind == "check":
         later = 0
     else:
