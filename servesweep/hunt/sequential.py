@@ -251,8 +251,10 @@ class Look(NamedTuple):
     boots: int  # per side
     level: object  # the level the reported interval is from (best lower bound)
     gain_pct: float
-    low_pct: float
+    low_pct: float  # repeated-confidence bounds: what the decision used
     high_pct: float
+    rank_pct: float  # best level's plain one-sided (1 - alpha/L) t lower bound: comparable
+    # across arms stopped at different looks (the repeated bound is wider at early looks)
 
 
 def _pct(x: float) -> float:
@@ -276,6 +278,8 @@ def decide(
     code = int(decide_codes(design, look, per))
     best = max(range(len(per)), key=lambda i: (float(per[i].low), float(per[i].gain), -i))
     s = per[best]
+    t_rank = sps.t.isf(design.alpha / design.levels, np.asarray([float(x.df) for x in per]))
+    rank = max(float(x.gain) - float(t) * float(x.se) for x, t in zip(per, t_rank, strict=True))
     verdict = VERDICTS[code]
     worse = [lv for lv, x in zip(levels, per, strict=True) if x.harm < 0]
     reason = {
@@ -294,6 +298,7 @@ def decide(
         _pct(float(s.gain)),
         _pct(float(s.low)),
         _pct(float(s.high)),
+        _pct(rank),
     )
 
 

@@ -47,6 +47,7 @@ class Arm(NamedTuple):
     gain_pct: float  # candidate over reference (confirm / ablation: final over this arm)
     low_pct: float
     high_pct: float
+    rank_pct: float  # the lower bound adopted arms are ranked by (sequential.Look)
     level: Any
     boots: tuple[int, ...]  # boot indices of this arm's variant requested in this round
     gpu_hours: float
@@ -205,9 +206,9 @@ class _Replay:
             }[role].get(verdict, verdict)
         nan = float("nan")
         if look is None:
-            return Arm(name, variant, role, verdict, reason, nan, nan, nan, None, (), 0.0)
-        g, lo, hi, lv = look.gain_pct, look.low_pct, look.high_pct, look.level
-        return Arm(name, variant, role, verdict, reason, g, lo, hi, lv, (), 0.0)
+            return Arm(name, variant, role, verdict, reason, nan, nan, nan, nan, None, (), 0.0)
+        g, lo, hi, rk = look.gain_pct, look.low_pct, look.high_pct, look.rank_pct
+        return Arm(name, variant, role, verdict, reason, g, lo, hi, rk, look.level, (), 0.0)
 
 
 def _round_worst(spec: hs.HuntSpec, arms: int) -> int:
@@ -237,9 +238,10 @@ def _over_budget(spec: hs.HuntSpec, boots: int, hours: float) -> bool:
 
 
 def _pick(arms: Sequence[Arm], order: Mapping[str, int]) -> Arm | None:
-    """The adopted arm with the largest lower bound; ties: larger estimate, then spec order."""
+    """The adopted arm with the largest lower bound (rank_pct); ties: the larger estimate,
+    then the candidate listed first in the spec."""
     adopted = [a for a in arms if a.verdict == "adopt"]
-    return max(adopted, key=lambda a: (a.low_pct, a.gain_pct, -order[a.candidate]), default=None)
+    return max(adopted, key=lambda a: (a.rank_pct, a.gain_pct, -order[a.candidate]), default=None)
 
 
 def advance(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]) -> HuntState:
