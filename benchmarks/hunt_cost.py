@@ -2,12 +2,16 @@
 on the simulator (servesweep.hunt.simulate: known truth, lognormal boot noise).
 
     PYTHONPATH=. python benchmarks/hunt_cost.py [--seeds 500] [--cv 0.02] [--drift 0.0]
+        [--set boots_min=2 alpha_spending=pocock ...]
 
 Each seed draws a world of 5 candidates over 2 counted levels: two winners (+5..12 % at one
 or both levels), one null (0 %), one loser (-3..-10 %), one crasher; in half the worlds the
 two winners are redundant (together only as good as the better one). The true best is the
 valid set with the largest true geometric-mean gain over the levels, worse at no level
-(fewest members on a tie). Compared, on the same world and the same noise model:
+(fewest members on a tie). A method "ends at the true best" when its final set's true value
+is within --tolerance-pct (1 %) of that best value (two winners of 6.3 and 6.8 % are the
+same to any search at CV 2 %); also reported: the exact best value, and exactly the minimal
+best set (no zero-effect member). Compared, on the same world and the same noise model:
 - hunt: the defaults of servesweep.hunt.spec.HuntSpec, confirm and ablation included;
 - grid: every combination, 5 boots each (a crashing one costs 1 boot), best mean;
 - greedy: rounds like the hunt's (fresh incumbent + every remaining candidate on top, 5
@@ -21,6 +25,7 @@ benchmarks/results/hunt_cost.json and prints a table.
 from __future__ import annotations
 
 import argparse
+import ast
 import itertools
 import math
 import sys
@@ -42,6 +47,7 @@ BASE = {1: 9.0, 256: 350.0}
 NAMES = ("w1", "w2", "null", "lose", "crash")
 FIXED = 5  # boots per arm of the fixed-repeat searches
 GPU_HOURS_PER_BOOT = 8 * 0.25  # 8 GPUs, 15 min a boot (launch, warm-up, levels)
+TOLERANCE_PCT = 1.0  # "ends at the true best": within this of the best reachable true value
 
 
 def world(rng: np.random.Generator) -> Truth:
@@ -140,6 +146,17 @@ def one_pass(truth, noise, rng):
     return have, spent
 
 
+def parse_override(text: str) -> tuple[str, object]:
+    """`key=value` with a Python literal value (a bare word is a string): no eval."""
+    key, sep, raw = text.partition("=")
+    if not sep or key not in hs.HuntSpec.__dataclass_fields__:
+        raise SystemExit(f"--set {text!r}: expected key=value with a HuntSpec field as key")
+    try:
+        return key, ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return key, raw
+
+
 def hunt_spec(**overrides) -> hs.HuntSpec:
     return hs.from_dict(
         {
@@ -158,13 +175,18 @@ def main() -> None:
     ap.add_argument("--cv", type=float, default=0.02)
     ap.add_argument("--drift", type=float, default=0.0)
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--set", nargs="*", default=[], help="HuntSpec overrides, key=value")
+    ap.add_argument(
+        "--set", nargs="*", default=[], help="HuntSpec overrides, key=value (Python literals)"
+    )
+    ap.add_argument("--tolerance-pct", type=float, default=TOLERANCE_PCT)
     args = ap.parse_args()
-    overrides = {k: eval(v) for k, v in (kv.split("=", 1) for kv in args.set)}  # noqa: S307
+    overrides = dict(parse_override(kv) for kv in args.set)
     spec, noise = hunt_spec(**overrides), Noise(args.cv, args.drift)
     rows = {
-        m: {"boots": [], "best": [], "exact": []} for m in ("hunt", "grid", "greedy", "one_pass")
+        m: {"boots": [], "best": [], "near": [], "exact": []}
+        for m in ("hunt", "grid", "greedy", "one_pass")
     }
+    near = math.log1p(-args.tolerance_pct / 100)
     search_boots, confirmed = [], []
     t0 = time.perf_counter()
     for seed in range(args.seeds):
@@ -188,6 +210,7 @@ def main() -> None:
         for name, (final, boots) in ends.items():
             rows[name]["boots"].append(boots)
             rows[name]["best"].append(score(truth, final) >= best_score - 1e-9)
+            rows[name]["near"].append(score(truth, final) >= best_score + near - 1e-9)
             rows[name]["exact"].append(final == best_set)
     seconds = time.perf_counter() - t0
     summary = {}
@@ -197,7 +220,8 @@ def main() -> None:
             "boots_mean": float(b.mean()),
             "boots_p90": float(np.percentile(b, 90)),
             "gpu_hours_mean": float(b.mean() * GPU_HOURS_PER_BOOT),
-            "true_best_rate": float(np.mean(r["best"])),
+            "true_best_rate": float(np.mean(r["near"])),
+            "exact_best_value_rate": float(np.mean(r["best"])),
             "exact_best_set_rate": float(np.mean(r["exact"])),
         }
     summary["hunt"]["search_boots_mean"] = float(np.mean(search_boots))
@@ -229,17 +253,20 @@ def main() -> None:
         },
         "methods": summary,
         "ratios": ratios,
+        "true_best_tolerance_pct": args.tolerance_pct,
         "target_met": target,
         "seconds": seconds,
     }
     path = write_result("hunt_cost", data, args.out)
     print(
-        f"{'method':<10} {'boots':>7} {'p90':>6} {'GPU-h':>7} {'true best':>10} {'exact set':>10}"
+        f"{'method':<10} {'boots':>7} {'p90':>6} {'GPU-h':>7} {'best±tol':>9} {'best':>6}"
+        f" {'exact set':>10}"
     )
     for name, s in summary.items():
         print(
             f"{name:<10} {s['boots_mean']:7.1f} {s['boots_p90']:6.0f} {s['gpu_hours_mean']:7.1f}"
-            f" {s['true_best_rate']:10.3f} {s['exact_best_set_rate']:10.3f}"
+            f" {s['true_best_rate']:9.3f} {s['exact_best_value_rate']:6.3f}"
+            f" {s['exact_best_set_rate']:10.3f}"
         )
     print(f"hunt search-only boots {summary['hunt']['search_boots_mean']:.1f}; ratios {ratios}")
     print(f"target met: {target}; {seconds:.0f} s; {path}")
