@@ -211,6 +211,14 @@ class _Replay:
         return Arm(name, variant, role, verdict, reason, g, lo, hi, rk, look.level, (), 0.0)
 
 
+def _reused_ablation(arm: Arm) -> Arm:
+    """The last adopted candidate's ablation is its own adoption: final minus it was that
+    round's incumbent, measured interleaved with the final on fresh boots. Its boots and
+    GPU-hours are counted in that round, so none here."""
+    verdict = "needed" if arm.verdict == "adopt" else arm.verdict
+    return arm._replace(role="ablation", verdict=verdict, boots=(), gpu_hours=0.0)
+
+
 def _round_worst(spec: hs.HuntSpec, arms: int) -> int:
     return spec.boots_max * (1 + arms) + spec.reference_retries
 
@@ -222,7 +230,7 @@ def _future_worst(spec: hs.HuntSpec, adopted: int, remaining: int) -> int:
 
 
 def _check_worst(spec: hs.HuntSpec, adopted: int) -> int:
-    arms = (1 if spec.confirm else 0) + (adopted if spec.ablate else 0)
+    arms = (1 if spec.confirm else 0) + (adopted - 1 if spec.ablate and adopted else 0)
     return _round_worst(spec, arms) if adopted and arms else 0
 
 
@@ -255,6 +263,7 @@ def advance(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult
     pending: list[BootKey] = []
     rp.name(())
     stop = ""
+    last: Arm | None = None  # the arm that adopted the last candidate, as measured then
     while True:  # search rounds
         names = hs.applicable(spec, incumbent, excluded)
         if not names:
@@ -298,14 +307,18 @@ def advance(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult
             stop = "a round adopted nothing"
             break
         incumbent = hs.canonical(spec, (*incumbent, best.candidate))
-    if not pending and incumbent and (spec.confirm or spec.ablate):
+        last = best._replace(reason=f"adopted in round {len(rounds) - 1} on top of the others")
+    if not pending and incumbent and (spec.confirm or (spec.ablate and len(incumbent) > 1)):
         checks: dict[str, tuple[str, tuple[str, ...], str]] = {}
         if spec.confirm:
             checks[rp.name(())] = ("+".join(incumbent), (), "confirm")
         for c in incumbent if spec.ablate else ():
             rest = tuple(x for x in incumbent if x != c)
-            checks.setdefault(rp.name(rest), (c, rest, "ablation"))
+            if c != last.candidate:  # the last one was measured on top of all the others
+                checks.setdefault(rp.name(rest), (c, rest, "ablation"))
         out, ref_boots, pending, failure = rp.run_round("check", incumbent, list(checks.values()))
+        if spec.ablate and len(incumbent) > 1:
+            out.append(_reused_ablation(last))
         ref = rp.name(incumbent)
         ref_hours = rp.count(ref, ref_boots)
         rounds.append(

@@ -81,6 +81,10 @@ def test_ablation_finds_a_candidate_made_redundant_by_later_ones():
     assert [r.adopted for r in state.rounds[:3]] == ["a", "b", "c"]
     ablation = {a.candidate: a.verdict for a in state.rounds[-1].arms if a.role == "ablation"}
     assert ablation == {"a": "not needed", "b": "needed", "c": "needed"}
+    # c, the last adopted, is not measured again: its ablation is its own adoption round
+    reused = next(a for a in state.rounds[-1].arms if a.candidate == "c")
+    assert reused.boots == () and reused.gpu_hours == 0 and "round 2" in reused.reason
+    assert "baseline+a+b" not in {a.variant for a in state.rounds[-1].arms if a.boots}
     assert state.rounds[-1].reference == "baseline+a+b+c"
 
 
@@ -103,12 +107,12 @@ def test_requires_and_conflicts_are_honoured():
 
 def test_budget_stops_before_a_round_that_could_exceed_it():
     truth = Truth(BASE, {"win": 1.10, "lose": 0.93, "null": 1.0})
-    spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_gpu_hours=15.0)
+    spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_gpu_hours=13.0)
     state = run(spec, truth, Noise(0.02), 8).state
     assert state.stop_reason.startswith("budget")
-    assert (
-        state.rounds == () and state.spent.boots == 0
-    )  # 4 x 11 + 2, + 3 x 11 + 2 for checks > 75 boots
+    # round 1: 4 x 11 + 2; its one adopted candidate's checks (the confirm, which is also its
+    # ablation): 2 x 11 + 2; 70 boots > 65 (13 GPU-h)
+    assert state.rounds == () and state.spent.boots == 0
     spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_boots=90)
     state = run(spec, truth, Noise(0.02), 8).state
     assert state.spent.boots <= 90 and state.rounds[0].adopted == "win"
@@ -155,7 +159,9 @@ def test_spent_plus_left_never_exceeds_the_worst_case():
     spec = make_spec(CANDS)
     sim = run(spec, truth, Noise(0.03), seed=10)
     total = worst_case(spec)
-    assert total.boots == 11 * (6 + 5 + 4 + 3 + 2) + 5 * 2 + 11 * 7 + 2
+    # five rounds to boots_max, then the confirm and four ablations (the last adopted
+    # candidate's ablation is its own adoption round)
+    assert total.boots == 11 * (6 + 5 + 4 + 3 + 2) + 5 * 2 + 11 * 6 + 2
     obs = {}
     for batch in sim.batches:
         state = advance(spec, obs)
