@@ -56,12 +56,12 @@ class HuntSpec:
     candidates: tuple[Candidate, ...]
     objective: Objective
     min_effect_pct: float = 3.0  # δ: the smallest gain worth adopting
-    boots_min: int = 3  # boots per side at the first look
+    boots_min: int = 2  # boots per side at the first look
     boots_max: int = 11  # boots per side at the last look
-    stage: int = 2  # boots per side added between looks
+    stage: int = 1  # boots per side added between looks
     alpha: float = 0.05  # one-sided, per arm: P(adopt | no gain)
     power: float = 0.8  # P(adopt | gain of δ at a counted level)
-    alpha_spending: Spending = "obf"
+    alpha_spending: Spending = "pocock"  # more early adopts of large gains than "obf"
     beta_spending: Spending = "pocock"
     budget_boots: int | None = None
     budget_gpu_hours: float | None = None

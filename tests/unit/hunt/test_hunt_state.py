@@ -71,20 +71,22 @@ def test_two_that_help_alone_but_not_together():
 
 def test_ablation_finds_a_candidate_made_redundant_by_later_ones():
     """{a} 1.20, {b} = {c} 1.08, {a,b} 1.30, {a,b,c} 1.40 = {b,c}: the greedy path adopts a,
-    then b, then c; removing a from the final costs nothing, removing b or c does."""
+    then b and c (either order); removing a from the final costs nothing, removing b or c does."""
     truth = Truth(
         BASE,
         {"a": 1.20, "b": 1.08, "c": 1.08},
         interactions={frozenset("bc"): 1.40 / 1.08**2, frozenset("abc"): 1 / 1.20},
     )
     state = run(make_spec({"a": {}, "b": {}, "c": {}}), truth, Noise(0.005), 6).state
-    assert [r.adopted for r in state.rounds[:3]] == ["a", "b", "c"]
+    path = [r.adopted for r in state.rounds[:3]]
+    assert path[0] == "a" and set(path[1:]) == {"b", "c"}  # b and c tie on top of a
     ablation = {a.candidate: a.verdict for a in state.rounds[-1].arms if a.role == "ablation"}
     assert ablation == {"a": "not needed", "b": "needed", "c": "needed"}
-    # c, the last adopted, is not measured again: its ablation is its own adoption round
-    reused = next(a for a in state.rounds[-1].arms if a.candidate == "c")
+    # the last adopted is not measured again: its ablation is its own adoption round
+    reused = next(a for a in state.rounds[-1].arms if a.candidate == path[2])
     assert reused.boots == () and reused.gpu_hours == 0 and "round 2" in reused.reason
-    assert "baseline+a+b" not in {a.variant for a in state.rounds[-1].arms if a.boots}
+    booted = {a.variant for a in state.rounds[-1].arms if a.boots}
+    assert booted == {"baseline", "baseline+b+c", f"baseline+a+{path[2]}"}  # minus path[1]
     assert state.rounds[-1].reference == "baseline+a+b+c"
 
 
