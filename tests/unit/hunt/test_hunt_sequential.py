@@ -86,7 +86,7 @@ def _bound(p, sims=SIMS):
 
 
 def test_identical_arms_adopted_at_most_alpha():
-    """Defaults (3..11 boots per side, stages of 2, one-sided alpha 0.05): the adopt rate of
+    """Defaults (2..11 boots per side, stages of 1, one-sided alpha 0.05): the adopt rate of
     identical arms at CV 2 % is at most alpha + 3 Monte-Carlo standard errors (0.060)."""
     d = _default_design()
     ref, arm = _arms(0.0, 0.02, SIMS, 1, d.looks[-1], seed=11)
