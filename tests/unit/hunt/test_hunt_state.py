@@ -1,0 +1,199 @@
+"""The hunt's state machine on planted paths (known truth, fed by the simulator)."""
+
+import pytest
+
+from servesweep.hunt import spec as hs
+from servesweep.hunt.simulate import Noise, Truth, run
+from servesweep.hunt.state import BootResult, advance, worst_case
+
+BASE = {1: 9.0, 256: 350.0}
+
+
+def make_spec(candidates, **kw):
+    data = {
+        "start": {"name": "baseline", "stack": "sgl", "flags": {"tp": 8, "mem": 0.8}},
+        "candidates": candidates,
+        "objective": {"metric": "output_tok_s", "levels": [1, 256]},
+        "gpu_hours_per_boot": 0.2,
+        **kw,
+    }
+    return hs.from_dict(data)
+
+
+def verdicts(state, round_index):
+    return {a.candidate: a.verdict for a in state.rounds[round_index].arms}
+
+
+CANDS = {name: {"flags": {name: True}} for name in ("win", "lose", "null", "crash", "bf16")}
+
+
+def test_winner_loser_crasher_answer_changer():
+    truth = Truth(
+        BASE,
+        {"win": 1.10, "lose": 0.93, "null": 1.0},
+        crashers=frozenset({"crash"}),
+        answer_changers=frozenset({"bf16"}),
+    )
+    state = run(make_spec(CANDS), truth, Noise(0.02), seed=3).state
+    first = verdicts(state, 0)
+    assert first == {
+        "win": "adopt",
+        "lose": "reject",
+        "null": "reject",
+        "crash": "dropped",
+        "bf16": "dropped",
+    }
+    assert state.rounds[0].adopted == "win" and state.incumbent == ("win",)
+    assert "crashed" in state.excluded["crash"] and "answers" in state.excluded["bf16"]
+    assert state.done and state.needed == () and state.stop_reason == "candidates exhausted"
+    check = state.rounds[-1]
+    assert check.kind == "check" and check.reference == "baseline+win"
+    assert [(a.role, a.verdict) for a in check.arms] == [("confirm", "confirmed")]
+    win = state.rounds[0].arms[0]
+    assert 0 < win.low_pct < 10 < win.high_pct and win.gpu_hours == pytest.approx(
+        0.2 * len(win.boots)
+    )
+
+
+def test_correctness_gate_off_keeps_an_answer_changer():
+    truth = Truth(BASE, {"bf16": 1.10}, answer_changers=frozenset({"bf16"}))
+    state = run(make_spec({"bf16": {}}, correctness_gate=False), truth, Noise(0.02), 4).state
+    assert state.incumbent == ("bf16",)
+
+
+def test_two_that_help_alone_but_not_together():
+    """a and b each +8 % alone, +8 % together: one is adopted, the other rejected on top."""
+    truth = Truth(BASE, {"a": 1.08, "b": 1.08}, interactions={frozenset({"a", "b"}): 1 / 1.08})
+    state = run(make_spec({"a": {}, "b": {}}), truth, Noise(0.01), 5).state
+    assert len(state.incumbent) == 1 and state.stop_reason == "a round adopted nothing"
+    assert list(verdicts(state, 1).values()) == ["reject"]
+
+
+def test_ablation_finds_a_candidate_made_redundant_by_later_ones():
+    """{a} 1.20, {b} = {c} 1.08, {a,b} 1.30, {a,b,c} 1.40 = {b,c}: the greedy path adopts a,
+    then b and c (either order); removing a from the final costs nothing, removing b or c does."""
+    truth = Truth(
+        BASE,
+        {"a": 1.20, "b": 1.08, "c": 1.08},
+        interactions={frozenset("bc"): 1.40 / 1.08**2, frozenset("abc"): 1 / 1.20},
+    )
+    state = run(make_spec({"a": {}, "b": {}, "c": {}}), truth, Noise(0.005), 6).state
+    path = [r.adopted for r in state.rounds[:3]]
+    assert path[0] == "a" and set(path[1:]) == {"b", "c"}  # b and c tie on top of a
+    ablation = {a.candidate: a.verdict for a in state.rounds[-1].arms if a.role == "ablation"}
+    assert ablation == {"a": "not needed", "b": "needed", "c": "needed"}
+    # the last adopted is not measured again: its ablation is its own adoption round
+    reused = next(a for a in state.rounds[-1].arms if a.candidate == path[2])
+    assert reused.boots == () and reused.gpu_hours == 0 and "round 2" in reused.reason
+    booted = {a.variant for a in state.rounds[-1].arms if a.boots}
+    assert booted == {"baseline", "baseline+b+c", f"baseline+a+{path[2]}"}  # minus path[1]
+    assert state.rounds[-1].reference == "baseline+a+b+c"
+
+
+def test_requires_and_conflicts_are_honoured():
+    cands = {
+        "mscclpp": {"flags": {"enable-mscclpp": True}},
+        "sbo": {"requires": "mscclpp"},
+        "cgmb": {"flags": {"cuda-graph-max-bs": 128}},
+        "cgmb256": {"flags": {"cuda-graph-max-bs": 256}, "conflicts": ["cgmb"]},
+    }
+    truth = Truth(BASE, {"mscclpp": 1.06, "sbo": 1.05, "cgmb": 1.12, "cgmb256": 1.04})
+    state = run(make_spec(cands), truth, Noise(0.01), 7).state
+    tested = [[a.candidate for a in r.arms] for r in state.rounds if r.kind == "search"]
+    assert tested[0] == ["mscclpp", "cgmb", "cgmb256"]  # sbo waits for mscclpp
+    assert state.rounds[0].adopted == "cgmb"
+    assert "cgmb256" not in tested[1] and "sbo" not in tested[1]
+    assert tested[2] == ["sbo"]  # after mscclpp
+    assert state.incumbent == ("mscclpp", "sbo", "cgmb")
+
+
+def test_budget_stops_before_a_round_that_could_exceed_it():
+    truth = Truth(BASE, {"win": 1.10, "lose": 0.93, "null": 1.0})
+    spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_gpu_hours=13.0)
+    state = run(spec, truth, Noise(0.02), 8).state
+    assert state.stop_reason.startswith("budget")
+    # round 1: 4 x 11 + 2; its one adopted candidate's checks (the confirm, which is also its
+    # ablation): 2 x 11 + 2; 70 boots > 65 (13 GPU-h)
+    assert state.rounds == () and state.spent.boots == 0
+    spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_boots=90)
+    state = run(spec, truth, Noise(0.02), 8).state
+    assert state.spent.boots <= 90 and state.rounds[0].adopted == "win"
+
+
+def test_resume_asks_exactly_the_rest_and_never_a_boot_twice():
+    truth = Truth(
+        BASE,
+        {"win": 1.10, "lose": 0.93, "null": 1.0, "a": 1.05},
+        crashers=frozenset({"crash"}),
+    )
+    spec = make_spec({**CANDS, "a": {}}, alpha=0.1)
+    sim = run(spec, truth, Noise(0.02, drift_cv=0.03), seed=9)
+    obs, batches = sim.observations, sim.batches
+    assert len({k for b in batches for k in b}) == sum(len(b) for b in batches)
+    done = []
+    for batch in batches:
+        prefix = {k: obs[k] for k in done}
+        assert advance(spec, prefix).needed == batch
+        half = {**prefix, **{k: obs[k] for k in batch[: len(batch) // 2]}}
+        rest = set(advance(spec, half).needed)
+        assert rest <= set(batch[len(batch) // 2 :])
+        # only an arm that a crash in the first half dropped loses its other boots
+        assert all("crash" in k.variant for k in set(batch[len(batch) // 2 :]) - rest)
+        done += batch
+    final = advance(spec, obs)
+    assert final.done and final.needed == () and repr(final) == repr(sim.state)  # nan != nan
+    # boots never requested and never measured are ignored
+    stray = {**obs, ("baseline", 999): BootResult({1: 1, 256: 1})}
+    assert repr(advance(spec, stray)) == repr(final)
+    # fresh incumbent boots each round: reference boots never overlap earlier ones
+    seen = {}
+    for r in final.rounds:
+        used = set(r.reference_boots)
+        assert not used & seen.get(r.reference, set())
+        seen.setdefault(r.reference, set()).update(used)
+        for a in r.arms:
+            assert not set(a.boots) & seen.get(a.variant, set())
+            seen.setdefault(a.variant, set()).update(a.boots)
+
+
+def test_spent_plus_left_never_exceeds_the_worst_case():
+    truth = Truth(BASE, {"win": 1.10, "lose": 0.93, "null": 1.0}, crashers=frozenset({"crash"}))
+    spec = make_spec(CANDS)
+    sim = run(spec, truth, Noise(0.03), seed=10)
+    total = worst_case(spec)
+    # five rounds to boots_max, then the confirm and four ablations (the last adopted
+    # candidate's ablation is its own adoption round)
+    assert total.boots == 11 * (6 + 5 + 4 + 3 + 2) + 5 * 2 + 11 * 6 + 2
+    obs = {}
+    for batch in sim.batches:
+        state = advance(spec, obs)
+        assert state.spent.boots + state.worst_case_left.boots <= total.boots
+        obs.update({k: sim.observations[k] for k in batch})
+    assert sim.state.spent.boots == len(sim.observations)
+    assert sim.state.spent.gpu_hours == pytest.approx(0.2 * len(sim.observations))
+
+
+def test_start_that_keeps_failing_stops_the_hunt():
+    spec = make_spec({"win": {}})
+    obs = {("baseline", i): BootResult(None, "OOM") for i in range(3)}
+    state = advance(spec, obs)
+    assert state.done and state.stop_reason.startswith("reference failed")
+
+
+def test_compose_orders_by_spec_and_later_overrides():
+    spec = make_spec(
+        {
+            "a": {"flags": {"x": 1, "y": 1}, "env": {"E": "a"}},
+            "b": {"flags": {"x": 2}, "stack": "sgl-nightly"},
+            "c": {"flags": {"z": 3}},
+        }
+    )
+    c = hs.compose(spec, ["c", "b", "a"])
+    assert c.name == "baseline+a+b+c" and c.members == ("a", "b", "c")
+    assert c.flags == {"tp": 8, "mem": 0.8, "x": 2, "y": 1, "z": 3}
+    assert c.env == {"E": "a"} and c.stack == "sgl-nightly"
+    assert hs.compose(spec, []).name == "baseline" and hs.compose(spec, ["a"]).stack == "sgl"
+    with pytest.raises(ValueError):
+        make_spec({"a+b": {}})
+    with pytest.raises(ValueError):
+        make_spec({"a": {"requires": "nope"}})
