@@ -210,8 +210,7 @@ def repeats_needed(
     if any(math.isnan(x) for x in (cv_a, cv_b, ratio)):
         return None
     spread = math.sqrt((ratio * cv_a) ** 2 + cv_b**2)
-    target = resolve_pct / 100
-    for n in range(2, limit + 1):
-        if t95(2 * n - 2) * spread / math.sqrt(n) <= target:
-            return n
-    return None
+    n = np.arange(2, limit + 1)
+    widths = sps.t.ppf(0.5 + CONFIDENCE / 2, 2 * n - 2) * spread / np.sqrt(n)
+    enough = np.flatnonzero(widths <= resolve_pct / 100)
+    return int(n[enough[0]]) if len(enough) else None

@@ -185,7 +185,7 @@ class Delta(NamedTuple):
     spread_ref: float = math.nan
 
 
-def _welch_delta(mine: LevelStats, ref: LevelStats) -> Delta:
+def welch_delta(mine: LevelStats, ref: LevelStats) -> Delta:
     """Welch's interval of the difference of the boots' means, over the reference's mean."""
     if not ref.mean:
         return Delta(math.nan)
@@ -208,7 +208,7 @@ def boot_percentiles(metric: Metric, side: Side, requests: RequestValues) -> lis
     return out
 
 
-def _percentile_delta(metric: Metric, mine: Side, ref: Side, requests: RequestValues) -> Delta:
+def percentile_delta(metric: Metric, mine: Side, ref: Side, requests: RequestValues) -> Delta:
     """Welch's interval on the boots' log percentiles, as Δ % of the ratio of geometric
     means (docs/design.md §6 says why not a bootstrap: with 3 boots it under-covers)."""
     a, b = boot_percentiles(metric, mine, requests), boot_percentiles(metric, ref, requests)
@@ -288,9 +288,9 @@ def compare(
                 continue
             mine, ref = side(key, metric.column), side(ref_key, metric.column)
             if metric.from_requests is None:
-                d = _welch_delta(mine.stats, ref.stats)
+                d = welch_delta(mine.stats, ref.stats)
             else:
-                d = _percentile_delta(metric, mine, ref, requests)
+                d = percentile_delta(metric, mine, ref, requests)
             a, b = mine.stats, ref.stats
             out.append(
                 Comparison(
