@@ -237,3 +237,55 @@ def test_words_and_tables():
     frame = to_frame(comparisons)
     (line,) = verdict_views.verdict_lines(frame)
     assert line == "cb (s / m): +240 to +320 % at 10–256 (faster); no significant change at 1"
+
+
+def test_the_report_and_the_plan_share_one_practical_number_of_boots():
+    from servesweep.results.judge.stats import PRACTICAL_MAX_BOOTS
+    from servesweep.sweep import plan_text
+
+    assert plan_text.PRACTICAL_MAX_BOOTS is PRACTICAL_MAX_BOOTS == 20
+    row = {
+        "stack": "s",
+        "model": "m",
+        "variant": "v",
+        "level": 1,
+        "metric": "output_throughput",
+        "kind": "variant",
+        "compared_stack": "s",
+        "compared_variant": "baseline",
+        "n": 2,
+        "cv": 0.05,
+        "cv_ref": 0.05,
+        "delta_pct": 1.0,
+        "delta_lo": -20.0,
+        "delta_hi": 22.0,
+        "verdict": SAME,
+    }
+    frame = pd.DataFrame(
+        [
+            {**row, "repeats_needed": PRACTICAL_MAX_BOOTS},
+            {**row, "level": 10, "repeats_needed": PRACTICAL_MAX_BOOTS + 1},
+            {**row, "level": 100, "repeats_needed": None},
+        ]
+    )
+    at_most, past, unknown = verdict_views.resolve_hints(frame, 2.0)
+    assert f"{PRACTICAL_MAX_BOOTS} boots per side would resolve" in at_most
+    assert "practical number of boots (at most 20" in past
+    assert "practical number of boots (at most 20" in unknown
+
+
+def test_a_significant_change_inside_the_margin_is_no_meaningful_change_in_words():
+    base = [100.0, 100.2, 99.8, 100.1, 99.9]
+    out = compare(
+        pd.DataFrame(rows("baseline", base) + rows("v", [x + 1.0 for x in base])),
+        ANALYSIS,
+        ["s"],
+        ["baseline", "v"],
+        lambda *a: [],
+        THROUGHPUT,
+    )
+    (c,) = out
+    assert c.p_value < 0.001 and c.delta_pct == pytest.approx(1.0)
+    assert c.verdict == SMALL
+    (line,) = verdict_views.verdict_lines(to_frame(out))
+    assert line == "v (s / m): no meaningful change at 8"
