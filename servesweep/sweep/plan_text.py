@@ -9,6 +9,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from servesweep import CLIENT_VERSION
+from servesweep.results.judge.stats import PRACTICAL_MAX_BOOTS
 from servesweep.server.env import MULTICAST_OFF
 from servesweep.sweep.config import Sweep
 from servesweep.sweep.layout import Paths
@@ -24,10 +25,6 @@ from servesweep.sweep.plan import (
     plan_sweep,
     resolve_suggestion,
 )
-
-# Past this many boots a cell, asking for more repeats is the wrong advice (the H200 sweep's
-# noisy comparisons asked for 346): the boots' scatter is the problem.
-PRACTICAL_REPEATS = 20
 
 
 def duration(seconds: float) -> str:
@@ -115,9 +112,9 @@ def render(
             f"±{resolve_pct:g} %. Set benchmark.repeats: {resolve.repeats} to settle them; only "
             f"the new boots run (about {duration(resolve.extra_wall_s)} more).",
         ]
-        if resolve.repeats > PRACTICAL_REPEATS:
+        if resolve.repeats > PRACTICAL_MAX_BOOTS:
             lines.append(
-                f"More than {PRACTICAL_REPEATS} boots a cell means the boots scatter more than "
+                f"More than {PRACTICAL_MAX_BOOTS} boots a cell means the boots scatter more than "
                 "repeats can cure: see the comparisons flagged noisy in the report (CV across "
                 "boots); quieter boots, or a wider analysis.resolve_pct, settle them sooner."
             )

@@ -7,7 +7,11 @@ values (tests/unit/results/test_stats.py):
   from summaries (mean, std, n);
 - `two_stage_bootstrap`: a CI for any statistic of requests pooled over boots, resampling
   boots and then requests within each, so boot-to-boot variance is in the interval;
-- `repeats_needed`: how many boots per side a comparison needs to resolve a given change.
+- `log_ratio`: Welch's interval on the boots' log values, as a ratio (latency percentiles:
+  one percentile per boot, so the boot is the unit and its requests' scatter is inside it);
+- `holm`: Holm's step-down adjusted p-values for a family of comparisons;
+- `repeats_needed`: how many boots per side a comparison needs to resolve a given change,
+  and `PRACTICAL_MAX_BOOTS`, past which more boots is the wrong advice.
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ import numpy as np
 from scipy import stats as sps
 
 CONFIDENCE = 0.95
+
+# Past this many boots a cell, asking for more repeats is the wrong advice (the H200 sweep's
+# noisy comparisons asked for 346): the boots' scatter is the problem. The plan and the
+# report both read it.
+PRACTICAL_MAX_BOOTS = 20
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -102,6 +111,53 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Welch | None:
     return welch_from_stats(*stats_a, *stats_b)
 
 
+class Ratio(NamedTuple):
+    """A ratio of two sides' geometric means with its 95 % interval and two-sided p."""
+
+    ratio: float
+    low: float
+    high: float
+    p: float
+    sd_log: float  # the first side's std of log values (about its CV)
+    sd_log_ref: float
+
+
+def log_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
+    """exp(mean log a - mean log b) with Welch's 95 % interval on the log values: each value
+    is one boot's statistic (a latency percentile), so the interval has as many degrees of
+    freedom as the boots give and the requests' scatter is already in each boot's value.
+    None with fewer than 2 positive values a side."""
+    la = np.log([x for x in _clean(a) if x > 0])
+    lb = np.log([x for x in _clean(b) if x > 0])
+    if len(la) < 2 or len(lb) < 2:
+        return None
+    w = welch(la, lb)
+    return Ratio(
+        math.exp(w.diff),
+        math.exp(w.ci_low),
+        math.exp(w.ci_high),
+        w.p,
+        float(la.std(ddof=1)),
+        float(lb.std(ddof=1)),
+    )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979): sorted ascending, the i-th of m is
+    max over j <= i of min(1, (m - j + 1) p_(j)). A comparison is significant at 5 % across
+    the family when its adjusted p is at most 0.05. nan (no test) stays nan, outside the
+    family."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(len(p), math.nan)
+    tested = np.flatnonzero(~np.isnan(p))
+    m = len(tested)
+    running = 0.0
+    for rank, i in enumerate(tested[np.argsort(p[tested], kind="stable")]):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out.tolist()
+
+
 def _resample(groups: list[np.ndarray], draws: int, rng: np.random.Generator) -> list[np.ndarray]:
     """`draws` two-stage resamples of the pooled requests: boots with replacement, then each
     chosen boot's requests with replacement. Returns one array per draw."""
@@ -154,8 +210,7 @@ def repeats_needed(
     if any(math.isnan(x) for x in (cv_a, cv_b, ratio)):
         return None
     spread = math.sqrt((ratio * cv_a) ** 2 + cv_b**2)
-    target = resolve_pct / 100
-    for n in range(2, limit + 1):
-        if t95(2 * n - 2) * spread / math.sqrt(n) <= target:
-            return n
-    return None
+    n = np.arange(2, limit + 1)
+    widths = sps.t.ppf(0.5 + CONFIDENCE / 2, 2 * n - 2) * spread / np.sqrt(n)
+    enough = np.flatnonzero(widths <= resolve_pct / 100)
+    return int(n[enough[0]]) if len(enough) else None

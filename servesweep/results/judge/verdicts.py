@@ -1,11 +1,18 @@
 """Verdicts: is a variant faster than its baseline (or a stack than the reference stack),
-beyond the noise between boots?
+beyond the noise between boots and by more than a change that matters?
 
 A boot is the unit of repetition: its value of a metric is the mean of its valid
 measurements of the level (several when `repeats_in_boot` > 1). Throughput is compared by
-Welch's interval on the boots' values; latency percentiles by a two-stage bootstrap of the
-percentile ratio over the boots' pooled requests. Levels that fail a validity gate never
-enter (`servesweep.results.collect.validity`); they are counted and named in `excluded`.
+Welch's interval on the boots' values; a latency percentile by Welch's interval on the
+boots' log percentiles (each boot's percentile of its own requests), as a ratio. Levels that
+fail a validity gate never enter (`servesweep.results.collect.validity`); they are counted
+and named in `excluded`.
+
+A verdict is `faster` / `slower` only when (1) the comparison is significant at 5 % across
+its family, every level and metric of one variant against its reference (Holm's step-down
+adjustment of the p-values), and (2) the change is larger than the metric kind's practical
+margin (`analysis.margin_throughput_pct`, `analysis.margin_latency_pct`); a significant
+change inside the margin is `no meaningful change`. The intervals stay per comparison (95 %).
 """
 
 from __future__ import annotations
@@ -21,16 +28,23 @@ from servesweep.loads import parse_level
 from servesweep.results.judge import stats
 
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
+SMALL = "no meaningful change"  # significant, but inside the practical margin
 INCONCLUSIVE = "inconclusive (n < 2)"
-VERDICTS = (FASTER, SLOWER, SAME, INCONCLUSIVE)
+VERDICTS = (FASTER, SLOWER, SMALL, SAME, INCONCLUSIVE)
+ALPHA = 1 - stats.CONFIDENCE  # per family of comparisons (Holm)
 
 
 class Metric(NamedTuple):
     column: str  # in summary.csv
     higher_is_better: bool
-    # None: compare the boots' values with Welch. Else (request field, percentile): a
-    # two-stage bootstrap over the requests themselves.
+    # None: compare the boots' values with Welch. Else (request field, percentile): Welch
+    # on each boot's log percentile of its own requests.
     from_requests: tuple[str, float] | None = None
+
+    @property
+    def margin_key(self) -> str:
+        """The `analysis` key of this metric kind's practical margin (in %)."""
+        return "margin_throughput_pct" if self.from_requests is None else "margin_latency_pct"
 
 
 METRICS = {
@@ -62,15 +76,27 @@ class LevelStats(NamedTuple):
     excluded: str  # "r1: client_bound: …" for each boot kept out
 
 
-def verdict_of(low: float, high: float, n: int, n_ref: int, higher_is_better: bool) -> str:
-    """The verdict for an interval of Δ % (variant vs reference)."""
+def verdict_of(
+    low: float,
+    high: float,
+    n: int,
+    n_ref: int,
+    higher_is_better: bool,
+    delta: float = math.nan,
+    margin_pct: float = 0.0,
+    significant: bool = True,
+) -> str:
+    """The verdict for an interval of Δ % (variant vs reference): `significant` is False
+    where the family's adjustment (Holm) does not reject; a change of at most `margin_pct`
+    (by its estimate `delta`, else the interval's bound nearer zero) is no meaningful one."""
     if n < 2 or n_ref < 2 or math.isnan(low) or math.isnan(high):
         return INCONCLUSIVE
-    if low > 0:
-        return FASTER if higher_is_better else SLOWER
-    if high < 0:
-        return SLOWER if higher_is_better else FASTER
-    return SAME
+    if not (low > 0 or high < 0) or not significant:
+        return SAME
+    size = abs(delta) if not math.isnan(delta) else min(abs(low), abs(high))
+    if size <= margin_pct:
+        return SMALL
+    return FASTER if (low > 0) == higher_is_better else SLOWER
 
 
 def _within_boot_cv(groups: list[list[float]]) -> float:
@@ -135,6 +161,9 @@ class Comparison(NamedTuple):
     noisy: bool  # CV across boots above analysis.noise_cv on either side
     repeats_needed: int | None  # boots per side to resolve ±analysis.resolve_pct
     excluded: str
+    p_value: float = math.nan  # two-sided, of this comparison alone
+    p_holm: float = math.nan  # Holm-adjusted over the variant's levels and metrics
+    margin_pct: float = math.nan  # the practical margin applied
 
 
 class Side(NamedTuple):
@@ -145,51 +174,63 @@ class Side(NamedTuple):
     stats: LevelStats
 
 
-def _welch_delta(mine: LevelStats, ref: LevelStats) -> tuple[float, float, float]:
-    """(Δ %, low, high): Welch's interval of the difference of the boots' means, over the
-    reference's mean."""
+class Delta(NamedTuple):
+    """Δ % with its 95 % interval and p, and the two sides' spreads repeats_needed reads."""
+
+    point: float
+    low: float = math.nan
+    high: float = math.nan
+    p: float = math.nan
+    spread: float = math.nan  # CV (throughput) or std of log values (percentiles)
+    spread_ref: float = math.nan
+
+
+def welch_delta(mine: LevelStats, ref: LevelStats) -> Delta:
+    """Welch's interval of the difference of the boots' means, over the reference's mean."""
     if not ref.mean:
-        return math.nan, math.nan, math.nan
+        return Delta(math.nan)
     point = (mine.mean / ref.mean - 1) * 100
     w = stats.welch(mine.values, ref.values)
     if w is None:
-        return point, math.nan, math.nan
-    return point, w.ci_low / ref.mean * 100, w.ci_high / ref.mean * 100
+        return Delta(point)
+    low, high = w.ci_low / ref.mean * 100, w.ci_high / ref.mean * 100
+    return Delta(point, low, high, w.p, mine.cv, ref.cv)
 
 
-def _bootstrap_delta(
-    metric: Metric, mine: Side, ref: Side, requests: RequestValues, seed: int
-) -> tuple[float, float, float]:
-    """(Δ %, low, high): the two-stage bootstrap of the percentile's ratio."""
+def boot_percentiles(metric: Metric, side: Side, requests: RequestValues) -> list[float]:
+    """Each valid boot's percentile of its own requests (its summary value where no
+    requests are stored)."""
     field, q = metric.from_requests
-
-    def groups(side: Side) -> list[list[float]]:
-        found = [requests(side.cell, r, side.level, field) for r in side.stats.repeats]
-        return [g for g in found if g]
-
-    a, b = groups(mine), groups(ref)
-    est, low, high = stats.two_stage_bootstrap(
-        a, b, lambda v: float(np.percentile(v, q)), seed=seed
-    )
-    if len(a) < 2 or len(b) < 2:
-        return (est - 1) * 100, math.nan, math.nan
-    return (est - 1) * 100, (low - 1) * 100, (high - 1) * 100
+    out = []
+    for repeat, value in zip(side.stats.repeats, side.stats.values, strict=True):
+        found = requests(side.cell, repeat, side.level, field)
+        out.append(float(np.percentile(found, q)) if found else value)
+    return out
 
 
-def _needed(
-    metric: Metric, mine: LevelStats, ref: LevelStats, low: float, high: float, resolve: float
-) -> int | None:
+def percentile_delta(metric: Metric, mine: Side, ref: Side, requests: RequestValues) -> Delta:
+    """Welch's interval on the boots' log percentiles, as Δ % of the ratio of geometric
+    means (docs/design.md §6 says why not a bootstrap: with 3 boots it under-covers)."""
+    a, b = boot_percentiles(metric, mine, requests), boot_percentiles(metric, ref, requests)
+    r = stats.log_ratio(a, b)
+    if r is None:
+        pos_a, pos_b = [x for x in a if x > 0], [x for x in b if x > 0]
+        if not pos_a or not pos_b:
+            return Delta(math.nan)
+        point = math.exp(np.mean(np.log(pos_a)) - np.mean(np.log(pos_b)))
+        return Delta((point - 1) * 100)
+    pct = [(x - 1) * 100 for x in (r.ratio, r.low, r.high)]
+    return Delta(*pct, r.p, r.sd_log, r.sd_log_ref)
+
+
+def _needed(mine: LevelStats, ref: LevelStats, d: Delta, resolve: float) -> int | None:
     """Boots per side that would resolve ±resolve % where the verdict is not settled: no
-    significant change with an interval wider than that (a decided faster / slower needs no
-    more; with fewer than 2 boots there is no spread to go by)."""
-    if math.isnan(low) or low > 0 or high < 0 or (high - low) / 2 <= resolve:
+    significant change with an interval wider than that (a significant one needs no more;
+    with fewer than 2 boots there is no spread to go by)."""
+    if math.isnan(d.low) or d.low > 0 or d.high < 0 or (d.high - d.low) / 2 <= resolve:
         return None
-    if metric.from_requests is None:
-        ratio = mine.mean / ref.mean if ref.mean else math.nan
-        return stats.repeats_needed(mine.cv, ref.cv, ratio, resolve)
-    # Bootstrap intervals narrow as 1 / sqrt(boots).
-    n = max(mine.n, ref.n)
-    return max(2, math.ceil(n * (((high - low) / 2) / resolve) ** 2))
+    ratio = mine.mean / ref.mean if ref.mean else math.nan
+    return stats.repeats_needed(d.spread, d.spread_ref, ratio, resolve)
 
 
 def _pairs(groups: dict, baseline: str, reference: str | None) -> list[tuple]:
@@ -247,9 +288,9 @@ def compare(
                 continue
             mine, ref = side(key, metric.column), side(ref_key, metric.column)
             if metric.from_requests is None:
-                point, low, high = _welch_delta(mine.stats, ref.stats)
+                d = welch_delta(mine.stats, ref.stats)
             else:
-                point, low, high = _bootstrap_delta(metric, mine, ref, requests, seed=len(out))
+                d = percentile_delta(metric, mine, ref, requests)
             a, b = mine.stats, ref.stats
             out.append(
                 Comparison(
@@ -268,15 +309,49 @@ def compare(
                     cv=a.cv,
                     cv_ref=b.cv,
                     within_boot_cv=a.within_boot_cv,
-                    delta_pct=point,
-                    delta_lo=low,
-                    delta_hi=high,
-                    verdict=verdict_of(low, high, a.n, b.n, metric.higher_is_better),
+                    delta_pct=d.point,
+                    delta_lo=d.low,
+                    delta_hi=d.high,
+                    verdict="",
                     noisy=any(s.cv > analysis["noise_cv"] for s in (a, b) if not math.isnan(s.cv)),
-                    repeats_needed=_needed(metric, a, b, low, high, analysis["resolve_pct"]),
+                    repeats_needed=_needed(a, b, d, analysis["resolve_pct"]),
                     excluded="; ".join(x for x in (a.excluded, b.excluded) if x),
+                    p_value=d.p,
+                    margin_pct=analysis[metric.margin_key],
                 )
             )
+    return judge(out, metrics)
+
+
+def family(c: Comparison) -> tuple:
+    """The comparisons whose error rate is controlled together: one variant (or stack)
+    against its reference, over every level and metric."""
+    return (c.stack, c.model, c.variant, c.kind, c.compared_stack, c.compared_variant)
+
+
+def judge(comparisons: list[Comparison], metrics: dict[str, Metric] = METRICS) -> list:
+    """Each comparison's verdict, with Holm's adjustment over its family."""
+    families: dict[tuple, list[int]] = {}
+    for i, c in enumerate(comparisons):
+        families.setdefault(family(c), []).append(i)
+    adjusted = [math.nan] * len(comparisons)
+    for members in families.values():
+        p_values = stats.holm([comparisons[i].p_value for i in members])
+        for i, p in zip(members, p_values, strict=True):
+            adjusted[i] = p
+    out = []
+    for c, p in zip(comparisons, adjusted, strict=True):
+        verdict = verdict_of(
+            c.delta_lo,
+            c.delta_hi,
+            c.n,
+            c.n_ref,
+            metrics[c.metric].higher_is_better,
+            c.delta_pct,
+            c.margin_pct,
+            significant=not p > ALPHA,  # nan (no spread to test): the interval decides
+        )
+        out.append(c._replace(p_holm=p, verdict=verdict))
     return out
 
 

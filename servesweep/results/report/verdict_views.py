@@ -11,17 +11,34 @@ import math
 import pandas as pd
 
 from servesweep.loads import parse_level
+from servesweep.results.judge.stats import PRACTICAL_MAX_BOOTS
 from servesweep.results.judge.verdicts import (
     FASTER,
     HEADLINE_METRIC,
     INCONCLUSIVE,
     SAME,
     SLOWER,
+    SMALL,
     level_stats,
 )
 
 # Template classes per verdict (colour).
-VERDICT_CLASS = {FASTER: "faster", SLOWER: "slower", SAME: "same", INCONCLUSIVE: "inconclusive"}
+VERDICT_CLASS = {
+    FASTER: "faster",
+    SLOWER: "slower",
+    SMALL: "same",
+    SAME: "same",
+    INCONCLUSIVE: "inconclusive",
+}
+
+
+def holm_note(c) -> str:
+    """Beside an interval that excludes zero on its own but whose verdict is no significant
+    change: the variant's family of comparisons (Holm) did not reject it."""
+    low, high = _num(c.delta_lo), _num(c.delta_hi)
+    if c.verdict == SAME and (low > 0 or high < 0):
+        return f"not significant across the variant's comparisons (Holm p {_num(c.p_holm):.2f})"
+    return ""
 
 
 def _num(v) -> float:
@@ -100,6 +117,7 @@ def verdict_tables(
                                 else f"[{_num(c.delta_lo):+.1f}, {_num(c.delta_hi):+.1f}] %"
                             ),
                             verdict=c.verdict,
+                            note=holm_note(c) if hasattr(c, "p_holm") else "",
                             cls=VERDICT_CLASS.get(c.verdict, ""),
                             repeats_needed=None
                             if pd.isna(c.repeats_needed)
@@ -129,7 +147,7 @@ def verdict_lines(
     keys = ["stack", "model", "variant"]
     for (stack, model, variant), rows in v.groupby(keys, sort=False):
         parts = []
-        for verdict in (FASTER, SLOWER, SAME, INCONCLUSIVE):
+        for verdict in (FASTER, SLOWER, SMALL, SAME, INCONCLUSIVE):
             hit = rows[rows["verdict"] == verdict].sort_values("level")
             if hit.empty:
                 continue
@@ -185,7 +203,8 @@ def stack_tables(verdicts: pd.DataFrame) -> list[dict]:
 
 def resolve_hints(verdicts: pd.DataFrame, resolve_pct: float) -> list[str]:
     """For every unresolved comparison of the headline metric: the boots it needs, or that
-    no practical number would do (the noise must come down first)."""
+    no practical number (at most `PRACTICAL_MAX_BOOTS`, as the plan says) would do: the
+    noise must come down first."""
     v = verdicts[(verdicts["metric"] == HEADLINE_METRIC) & (verdicts["verdict"] == SAME)]
     hints = []
     for r in v.itertuples(index=False):
@@ -195,10 +214,11 @@ def resolve_hints(verdicts: pd.DataFrame, resolve_pct: float) -> list[str]:
         versus = r.compared_variant if r.kind == "variant" else r.compared_stack
         where = f"{r.stack} / {r.model} / {r.variant} vs {versus} at {parse_level(r.level)}"
         spread = f"CV {100 * _num(r.cv):.1f} % / {100 * _num(r.cv_ref):.1f} %, {int(r.n)} boots"
-        if pd.isna(r.repeats_needed):
+        if pd.isna(r.repeats_needed) or int(r.repeats_needed) > PRACTICAL_MAX_BOOTS:
             hints.append(
                 f"{where}: ±{width:.0f} % now; too noisy to resolve ±{resolve_pct:g} % with a "
-                f"practical number of boots ({spread}): quieten the host first"
+                f"practical number of boots (at most {PRACTICAL_MAX_BOOTS}; {spread}): "
+                "quieten the host first"
             )
         else:
             hints.append(

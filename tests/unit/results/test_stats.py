@@ -101,3 +101,29 @@ def test_repeats_needed_by_hand():
     assert stats.repeats_needed(0.03, 0.03, 1.0, 2.0) == 19
     assert stats.repeats_needed(0.001, 0.001, 1.0, 2.0) == 2
     assert stats.repeats_needed(math.nan, 0.03, 1.0, 2.0) is None
+
+
+def test_holm_adjusted_p_values_wikipedia_example():
+    # Wikipedia, "Holm–Bonferroni method", example: p = 0.01, 0.04, 0.03, 0.005 at 0.05:
+    # H4 and H1 are rejected, H3 (0.03 > 0.05 / 2) is not, so neither is H2. R's
+    # p.adjust(c(0.01, 0.04, 0.03, 0.005), "holm") = 0.03 0.06 0.06 0.02.
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # No test (nan) stays out of the family; capped at 1.
+    out = stats.holm([0.5, math.nan, 0.6])
+    assert out[0] == pytest.approx(1.0) and math.isnan(out[1]) and out[2] == pytest.approx(1.0)
+
+
+def test_log_ratio_is_welch_on_the_logs():
+    from scipy.stats import ttest_ind
+
+    a, b = [110.0, 121.0, 115.0], [100.0, 98.0, 103.0]
+    r = stats.log_ratio(a, b)
+    la, lb = np.log(a), np.log(b)
+    assert r.ratio == pytest.approx(math.exp(la.mean() - lb.mean()))
+    assert r.p == pytest.approx(ttest_ind(la, lb, equal_var=False).pvalue)
+    w = stats.welch(la, lb)
+    assert (r.low, r.high) == (
+        pytest.approx(math.exp(w.ci_low)),
+        pytest.approx(math.exp(w.ci_high)),
+    )
+    assert stats.log_ratio([1.0], [1.0, 2.0]) is None

@@ -1,0 +1,54 @@
+"""A/A through the real workflow: three variants identical to the baseline (the scripted
+server, the same timings, seeded scatter: each request's TTFT lognormal, each boot its own
+regime), 3 boots, 4 levels, real Snakemake. No metric at any level may be called faster or
+slower (benchmarks/aa_verdicts.py measures the rate over many seeds)."""
+
+import csv
+import time
+
+import pytest
+from fixtures.faults import config, fault_servers_running, write
+from fixtures.workflow import run_snakemake
+
+pytestmark = pytest.mark.workflow
+
+LEVELS = (1, 4, 16, 64)
+TIMING = {"ttft-ms": 20, "gap-ms": 3, "scatter": 0.3, "boot-scatter": 0.02}
+
+
+def test_identical_variants_get_no_faster_or_slower_verdict(tmp_path):
+    names = ["baseline", "copy-1", "copy-2", "copy-3"]
+    variants = {
+        name: {"flags": {**TIMING, "scatter-seed": i, "launches": str(tmp_path / f"{name}.boots")}}
+        for i, name in enumerate(names)
+    }
+    cfg = config(variants, levels=LEVELS)
+    cfg["benchmark"]["repeats"] = 3
+    cfg["benchmark"]["num_prompts"] = {"per_level": 2, "min": 16}
+    start = time.monotonic()
+    run = run_snakemake(
+        tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
+    )
+    took = time.monotonic() - start
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert not fault_servers_running(tmp_path)
+    # Every launch drew its own boot: three per variant.
+    assert all(len((tmp_path / f"{n}.boots").read_text().split()) == 3 for n in names)
+
+    rows = list(csv.DictReader(open(tmp_path / "results" / "verdicts.csv")))
+    # 3 copies x 4 levels x 5 metrics, every one on 3 valid boots a side: not vacuous.
+    assert len(rows) == 3 * len(LEVELS) * 5
+    assert {(r["n"], r["n_ref"]) for r in rows} == {("3", "3")}, [
+        r["excluded"] for r in rows if r["excluded"]
+    ]
+    called = [
+        (r["variant"], r["level"], r["metric"], r["delta_pct"], r["delta_lo"], r["delta_hi"])
+        for r in rows
+        if r["verdict"] in ("faster", "slower")
+    ]
+    assert called == []
+    alone = sum(float(r["p_value"]) <= 0.05 for r in rows)
+    print(f"A/A workflow: {took:.0f} s; {alone} of {len(rows)} significant alone at 5 %")
+    html = (tmp_path / "results" / "report.html").read_text()
+    for word in ("faster", "slower"):
+        assert f'<span class="v">{word}</span>' not in html and f"({word})" not in html
