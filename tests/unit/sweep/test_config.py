@@ -176,7 +176,8 @@ def test_schema_defaults_fill_as_snakemake_fills_them(path):
     validate(by_snakemake, schema=str(SCHEMA_PATH))
     ours = with_defaults(raw)
     assert ours["server"]["boot_timeout_s"] == raw.get("server", {}).get("boot_timeout_s", 300)
-    assert ours["retries"] == {"boot": 1, "failed_cells": False, "max_attempts": 3}
+    defaults = {"boot": 1, "failed_cells": False, "max_attempts": 3}
+    assert ours["retries"] == {**defaults, **raw.get("retries", {})}
     for key in ("stacks", "models", "variants", "benchmark", "engine"):
         if key in by_snakemake:
             assert by_snakemake[key] == ours[key], key
