@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from servesweep.capacity.goodput import level_goodput
 from servesweep.results.collect.derived import prefix_cache_hit_rate
-from servesweep.results.collect.goodput import level_goodput
 from servesweep.results.collect.recompute import needs_recompute, recompute
 from servesweep.results.collect.validity import invalid_reasons
 from servesweep.sweep.layout import level_name

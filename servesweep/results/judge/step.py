@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from servesweep.capacity.compare import capacity_comparisons, capacity_rows
 from servesweep.correctness.compare import sweep_rows, write_csv
 from servesweep.jsonfile import read_json
-from servesweep.loads import level_json
 from servesweep.results.collect.cells import Analysis, collect, load_cell
 from servesweep.results.collect.requests import RequestStore
+from servesweep.results.judge.capacity import capacity_comparisons, capacity_rows
 from servesweep.results.judge.verdicts import compare, to_frame
 from servesweep.sweep.config import Sweep
 
@@ -19,7 +18,7 @@ from servesweep.sweep.config import Sweep
 def analysis_of(sweep: Sweep) -> Analysis:
     bench = sweep.benchmark
     return Analysis(
-        levels=[level_json(v) for v in sweep.levels],
+        levels=[lv.json for lv in sweep.levels],
         repeats_in_boot=bench["repeats_in_boot"],
         error_rate_threshold=bench["error_rate_threshold"],
         gates=sweep.analysis,

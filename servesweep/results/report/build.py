@@ -17,12 +17,12 @@ import pandas as pd
 
 from servesweep import CLIENT_VERSION, METRICS_VERSION
 from servesweep.bench.metrics import CLIENT_BOUND_RATIO, CLIENT_CPU_SATURATED
-from servesweep.capacity.compare import capacity_rows
 from servesweep.correctness import views as correctness_views
 from servesweep.jsonfile import utc_now
-from servesweep.loads import level_key
+from servesweep.level import level_key
 from servesweep.results.collect.cells import load_cell, read_summary
 from servesweep.results.collect.validity import GATES
+from servesweep.results.judge.capacity import capacity_rows
 from servesweep.results.judge.verdicts import FASTER, SLOWER
 from servesweep.results.report import load_views, verdict_views, views
 from servesweep.results.report.pareto import pareto_plot, pareto_points

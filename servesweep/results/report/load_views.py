@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from servesweep.loads import level_key
+from servesweep.level import level_key
 
 # (column in summary.csv, heading, digits)
 COLUMNS = [

@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from servesweep.loads import parse_level
+from servesweep.level import parse_value
 from servesweep.results.collect.cells import STACK_FIELDS
 from servesweep.results.judge.stats import describe
 from servesweep.results.report.gpu_views import link_rows
@@ -144,7 +144,7 @@ def validity_rows(df: pd.DataFrame) -> list[dict]:
             {
                 "where": where(r),
                 "boot": f"r{int(r['repeat'])}",
-                "level": parse_level(r["level"]),
+                "level": parse_value(r["level"]),
                 "in_boot": int(r["in_boot"]) if pd.notna(r.get("in_boot")) else 0,
                 "reasons": reasons if isinstance(reasons, str) else "",
                 "recomputed": f"from metrics v{recomputed}" if pd.notna(recomputed) else "",
@@ -204,7 +204,7 @@ def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
         )
         seen.add((*_key(c), c.get("repeat", 0), f.get("level")))
     for r in df[df["status"] == "failed"].to_dict("records"):
-        lv = parse_level(r["level"]) if pd.notna(r["level"]) else None
+        lv = parse_value(r["level"]) if pd.notna(r["level"]) else None
         if (*_key(r), int(r["repeat"]), lv) in seen:
             continue
         out.append(
