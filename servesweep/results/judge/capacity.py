@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from servesweep import fmt
 from servesweep.level import level_key, parse_value
 from servesweep.results.judge import stats
 from servesweep.results.judge.verdicts import Comparison, verdict_of
@@ -34,7 +35,7 @@ class CapacityRow(NamedTuple):
 
 
 def _boot_text(repeat: int, cap: dict) -> str:
-    low = "–" if cap.get("low") is None else level_key(cap["low"])
+    low = fmt.MISSING if cap.get("low") is None else level_key(cap["low"])
     high = "∞" if cap.get("high") is None else level_key(cap["high"])
     value = "none" if cap.get("value") is None else level_key(cap["value"])
     unsure = cap.get("client_bound_levels") or []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from servesweep import fmt
 from servesweep.level import level_key
 
 # (column in summary.csv, heading, digits)
@@ -27,12 +28,6 @@ COLUMNS = [
 ]
 
 
-def _fmt(value, digits: int) -> str:
-    if value is None or pd.isna(value):
-        return "–"
-    return f"{value:.{digits}f}" if digits else f"{value:.0f}"
-
-
 def load_table(summary: pd.DataFrame, variants: list[str]) -> dict | None:
     """Columns present in this sweep and one row per stack / model / variant / level (the
     mean over its valid boots; a level any boot fell short at says so). None when the
@@ -53,7 +48,7 @@ def load_table(summary: pd.DataFrame, variants: list[str]) -> dict | None:
         valid = g[g["valid"]]
         use = valid if len(valid) else g
         short = "rate_short" in g and g["rate_short"].astype(str).str.lower().eq("true").any()
-        cells = [_fmt(pd.to_numeric(use[c], errors="coerce").mean(), d) for c, _, d in cols]
+        cells = [fmt.number(pd.to_numeric(use[c], errors="coerce").mean(), d) for c, _, d in cols]
         rows.append(
             {
                 "where": f"{stack} / {model}",

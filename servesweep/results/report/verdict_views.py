@@ -10,6 +10,7 @@ import math
 
 import pandas as pd
 
+from servesweep import fmt
 from servesweep.level import parse_value
 from servesweep.results.judge.verdicts import (
     FASTER,
@@ -32,12 +33,12 @@ def _num(v) -> float:
 
 
 def _pct(v: float) -> str:
-    return "—" if math.isnan(v) else f"{v:+.1f} %"
+    return fmt.MISSING if math.isnan(v) else f"{v:+.1f} %"
 
 
 def _mean_text(mean: float, low: float, high: float) -> str:
     if math.isnan(mean):
-        return "—"
+        return fmt.MISSING
     if math.isnan(low):
         return f"{mean:.1f}"
     return f"{mean:.1f} ± {(high - low) / 2:.1f}"
@@ -86,7 +87,7 @@ def verdict_tables(
                 cells = []
                 for level in levels:
                     here = sub[(sub["variant"] == variant) & (sub["level"] == level)]
-                    cell = _level_cell(here) if len(here) else {"text": "—", "n": 0}
+                    cell = _level_cell(here) if len(here) else {"text": fmt.MISSING, "n": 0}
                     cell["noisy"] = (cell.get("noisy_cv") or 0) > noise_cv
                     length = (accept or {}).get((stack, model, variant, parse_value(level)))
                     cell["accept"] = None if length is None else f"{length:.2f}"
@@ -162,7 +163,7 @@ def stack_tables(verdicts: pd.DataFrame) -> list[dict]:
             for level in levels:
                 r = by.get(level)
                 if r is None:
-                    cells.append({"text": "—", "cls": ""})
+                    cells.append({"text": fmt.MISSING, "cls": ""})
                     continue
                 interval = (
                     ""

@@ -8,6 +8,9 @@ import math
 
 import pandas as pd
 
+from servesweep.fmt import MISSING
+from servesweep.fmt import size as fmt_bytes
+from servesweep.fmt import value as fmt
 from servesweep.level import parse_value
 from servesweep.results.collect.cells import STACK_FIELDS
 from servesweep.results.judge.stats import describe
@@ -32,25 +35,6 @@ LATENCY_COLS = [
 ]
 
 
-def fmt(v, nd=1) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, float):
-        return f"{v:.{nd}f}"
-    return str(v)
-
-
-def fmt_bytes(n) -> str:
-    if n is None:
-        return "—"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return ""
-
-
 def where(c) -> str:
     return f"{c['stack']} / {c['model']} / {c['variant']}"
 
@@ -73,7 +57,9 @@ def group_tables(df: pd.DataFrame, variants: list[str]) -> list[dict]:
         for v in [x for x in variants if x in set(m["variant"])]:
             for r in m[m["variant"] == v].sort_values("level").to_dict("records"):
                 ok = r["status"] == "ok"
-                state = "" if ok else (f"failed ({r['cause']})" if r["status"] == "failed" else "—")
+                state = (
+                    "" if ok else (f"failed ({r['cause']})" if r["status"] == "failed" else MISSING)
+                )
                 values = [fmt(r[k]) if ok else "" for k in (c for _, c in LATENCY_COLS)]
                 lat.append({"variant": v, "level": r["level"], "state": state, "values": values})
                 target = r["level"]
@@ -119,7 +105,7 @@ def boot_costs(cells: list[dict], variants: list[str]) -> list[dict]:
                 "boots": len(boots),
                 "ok": sum(c.get("status") == "ok" for c in boots),
                 "boot": _mean_pm(d),
-                "capture": "—" if not capture.n else f"{capture.mean:.1f}",
+                "capture": MISSING if not capture.n else f"{capture.mean:.1f}",
                 "kv_tokens": ", ".join(f"{k:,}" for k in kv) or "—",
             }
         )
@@ -128,7 +114,7 @@ def boot_costs(cells: list[dict], variants: list[str]) -> list[dict]:
 
 def _mean_pm(d) -> str:
     if not d.n:
-        return "—"
+        return MISSING
     return f"{d.mean:.1f}" + (f" ± {d.half_width:.1f}" if d.n > 1 else "")
 
 
@@ -160,7 +146,7 @@ def _gpus_text(gpus) -> str:
         except ValueError:
             return gpus
     if not gpus:
-        return "—"
+        return MISSING
     names = ordered(f"{g.get('name')} ({g.get('memory_total_mib')} MiB)" for g in gpus)
     return ", ".join(f"{len(gpus)} × {n}" if len(names) == 1 else n for n in names)
 
