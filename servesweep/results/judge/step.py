@@ -8,7 +8,8 @@ import pandas as pd
 
 from servesweep.correctness.compare import sweep_rows, write_csv
 from servesweep.jsonfile import read_json
-from servesweep.results.collect.cells import Analysis, collect, load_cell
+from servesweep.records import CellRecord
+from servesweep.results.collect.cells import Analysis, collect_cells, load_cells
 from servesweep.results.collect.requests import RequestStore
 from servesweep.results.judge.capacity import capacity_comparisons, capacity_rows
 from servesweep.results.judge.verdicts import compare, to_frame
@@ -26,7 +27,7 @@ def analysis_of(sweep: Sweep) -> Analysis:
     )
 
 
-def pass_records(cells: list[tuple[dict, Path]]) -> dict[tuple[str, str, str], dict]:
+def pass_records(cells: list[tuple[CellRecord, Path]]) -> dict[tuple[str, str, str], dict]:
     """Per cell, the correctness pass of its first boot that ran one (the pass is greedy:
     every boot answers the same, so one boot speaks for the cell)."""
     records: dict[tuple[str, str, str], dict] = {}
@@ -45,8 +46,8 @@ def collect_and_judge(
     verdicts_csv: Path,
     correctness_csv: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    summary = collect(cell_paths, summary_csv, analysis_of(sweep))
-    cells = [(load_cell(path), path) for path in cell_paths]
+    cells = load_cells(cell_paths)  # every cell.json read once
+    summary = collect_cells(cells, summary_csv, analysis_of(sweep))
     dirs = {
         (c["stack"], c["model"], c["variant"], c.get("repeat", 0)): Path(p).parent for c, p in cells
     }
