@@ -30,15 +30,17 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from fixtures.sse_server import ServerProcess  # noqa: E402
 from record import write_result  # noqa: E402
 
-from servesweep import loads  # noqa: E402
+from servesweep.bench.arrivals import schedule as arrival_schedule  # noqa: E402
 from servesweep.bench.client import ClientSettings, run_level  # noqa: E402
-from servesweep.workloads.basic import Prompt  # noqa: E402
+from servesweep.level import Level  # noqa: E402
+from servesweep.sweep.config import Arrival  # noqa: E402
+from servesweep.workloads.base import Prompt  # noqa: E402
 
 
 def one(srv, rate: float, seconds: float, seed: int, tmp: Path) -> dict:
     n = max(50, int(rate * seconds))
     prompts = [Prompt(f"r{rate} p{i}", 2, 4) for i in range(n + 4)]
-    schedule = loads.schedule(n, rate, loads.Arrival("poisson", 1.0, seed)).tolist()
+    schedule = arrival_schedule(n, rate, Arrival("poisson", 1.0, seed)).tolist()
     srv.set_script({"ttft_ms": 5, "gap_ms": 1})
     summary = run_level(
         ClientSettings(srv.url, request_timeout_s=60, stall_timeout_s=30),
@@ -46,9 +48,8 @@ def one(srv, rate: float, seconds: float, seed: int, tmp: Path) -> dict:
         concurrency=n + 4,
         warmup=4,
         records_path=tmp / "r.jsonl",
-        level=rate,
+        level=Level("rate", rate),
         repeat=0,
-        rate=rate,
         schedule_s=schedule,
     )
     records = [json.loads(x) for x in open(tmp / "r.jsonl")]

@@ -42,7 +42,9 @@ sys.path.insert(0, str(ROOT))
 from record import write_result  # noqa: E402
 
 from servesweep.bench import client as ours  # noqa: E402
-from servesweep.workloads.basic import load_tokenizer, random_prompts  # noqa: E402
+from servesweep.level import Level  # noqa: E402
+from servesweep.workloads.base import load_tokenizer  # noqa: E402
+from servesweep.workloads.random_tokens import random_prompts  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 INPUT_TOKENS, OUTPUT_TOKENS = 32, 256
@@ -118,7 +120,9 @@ def run_ours(url, prompts, level, core, mode: str) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             settings = ours.ClientSettings(url, model="stub", stall_timeout_s=60)
             start = time.perf_counter()
-            s = ours.run_level(settings, prompts, level, 1, Path(tmp) / "r.jsonl", level, 0)
+            s = ours.run_level(
+                settings, prompts, level, 1, Path(tmp) / "r.jsonl", Level("concurrency", level), 0
+            )
             wall = time.perf_counter() - start
     finally:
         ours.DEFER_BUDGET_BYTES, ours.PACKED_BUDGET_BYTES = budgets

@@ -29,7 +29,7 @@ from servesweep.server.engines import get_engine
 from servesweep.server.process import ServerProcess, free_port
 from servesweep.server.readiness import wait_ready
 from servesweep.sweep.config import load
-from servesweep.workloads.basic import load_tokenizer
+from servesweep.workloads.base import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {

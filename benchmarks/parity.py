@@ -43,9 +43,11 @@ sys.path.insert(0, str(ROOT))
 from record import write_result  # noqa: E402
 
 from servesweep.bench.client import ClientSettings, probe_generation, run_level  # noqa: E402
+from servesweep.level import Level  # noqa: E402
 from servesweep.server.process import ServerProcess, free_port  # noqa: E402
 from servesweep.server.readiness import wait_ready  # noqa: E402
-from servesweep.workloads.basic import load_tokenizer, random_prompts  # noqa: E402
+from servesweep.workloads.base import load_tokenizer  # noqa: E402
+from servesweep.workloads.random_tokens import random_prompts  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 # (label, our summary field, bench_serving result field); the first three are the check.
@@ -100,7 +102,15 @@ def model_dir(given: str | None) -> Path:
 def run_ours(url, model, tokenizer, args, seed, tmp: Path) -> dict:
     settings = ClientSettings(url, model=str(model), tokenizer=tokenizer, stall_timeout_s=300)
     prompts = random_prompts(tokenizer, args.num_prompts + 1, args.input_len, args.output_len, seed)
-    s = run_level(settings, prompts, args.concurrency, 1, tmp / "ours.jsonl", args.concurrency, 0)
+    s = run_level(
+        settings,
+        prompts,
+        args.concurrency,
+        1,
+        tmp / "ours.jsonl",
+        Level("concurrency", args.concurrency),
+        0,
+    )
     if s["completed"] != args.num_prompts:
         raise RuntimeError(f"ours: {s['failed']} failed: {s['errors']}")
     return s

@@ -33,7 +33,8 @@ from fixtures.timing import NoiseProbe, timing_errors  # noqa: E402
 from record import write_result  # noqa: E402
 
 from servesweep.bench.client import ClientSettings, run_level  # noqa: E402
-from servesweep.workloads.basic import Prompt  # noqa: E402
+from servesweep.level import Level  # noqa: E402
+from servesweep.workloads.base import Prompt  # noqa: E402
 
 METRICS = ("itl", "ttft", "tpot", "e2el")
 
@@ -67,7 +68,7 @@ def one_repeat(server, args, client_cores: list[int], repeat: int) -> dict:
                     args.concurrency,
                     args.concurrency,
                     path,
-                    args.concurrency,
+                    Level("concurrency", args.concurrency),
                     repeat,
                 )
             finally:

@@ -9,11 +9,28 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-from servesweep import CLIENT_VERSION
-from servesweep.jsonfile import utc_now
-from servesweep.loads import level_json
-from servesweep.run.scheduler import scheduler_info
-from servesweep.server.gpu_slots import GpuSlotRecord
+
+class GpuSlotRecord(TypedDict):
+    """The cell record's `gpu_slots` (servesweep.server.gpu_slots)."""
+
+    needed: int
+    held: list[str]
+    cuda_visible_devices: str | None
+    pool: list[str]
+    source: str
+    lock_dir: str | None
+    waited_s: float
+
+
+class CapacityRecord(TypedDict):
+    """The cell record's `capacity` (benchmark.search only; servesweep.capacity.search)."""
+
+    value: float | int | str | None  # levels in their JSON form ("inf")
+    low: float | int | str | None
+    high: float | int | str | None
+    probes: list[float | int | str]
+    attainment: float
+    client_bound_levels: list[float | int | str]
 
 
 class StackManifest(TypedDict, total=False):
@@ -161,7 +178,7 @@ class LevelSummary(TypedDict, total=False):
     client_max_loop_lag_ms: float | None
     clock_origin_ns: int | None
     started_at: str | None
-    # Rate levels only (servesweep.loads.rate_figures):
+    # Rate levels only (servesweep.bench.arrivals.rate_figures):
     load: str  # "rate"
     max_concurrency: int | None
     target_rate: float | None
@@ -244,60 +261,4 @@ class CellRecord(TypedDict):
     stack_manifest: StackManifest
     model_manifest: ModelManifest
     levels: list[LevelSummary]
-    capacity: NotRequired[dict]  # benchmark.search only: {value, low, high, probes, attainment}
-
-
-def new_cell_record(
-    spec: dict,
-    spec_hash: str,
-    env: dict[str, str],
-    repeat: int,
-    attempt: int,
-    deadline: float | None,
-    stack_manifest: dict,
-    model_manifest: dict,
-    plan: list[tuple[int, int]],
-) -> CellRecord:
-    """A boot's record before anything ran: every level not run yet. `spec_hash` and
-    `env` are the spec's (servesweep.sweep.config.spec_hash,
-    servesweep.server.engines.launch_env)."""
-    return {
-        "stack": spec["stack"]["name"],
-        "model": spec["model"]["name"],
-        "variant": spec["variant"],
-        "repeat": repeat,
-        "engine": spec["engine"],
-        "spec_hash": spec_hash,
-        "spec": spec,
-        "client_version": CLIENT_VERSION,
-        "attempt": attempt,
-        "status": "ok",
-        "failure": None,
-        "command": [],
-        "command_str": "",
-        "env": env,
-        "host": spec["server"]["host"],
-        "port": 0,
-        "server_pid": None,
-        "boot_s": None,
-        "boot_facts": {},
-        "boot_attempts": [],
-        "started_at": utc_now(),
-        "finished_at": None,
-        "teardown": None,
-        "scheduler": scheduler_info(),
-        "correctness": None,
-        "deadline": deadline,
-        "stack_manifest": stack_manifest,
-        "model_manifest": model_manifest,
-        "levels": [
-            {
-                "level": level_json(lv),
-                "repeat": repeat,
-                "in_boot": i,
-                "status": "not_run",
-                "cause": None,
-            }
-            for lv, i in plan
-        ],
-    }
+    capacity: NotRequired[CapacityRecord]  # benchmark.search only

@@ -1,6 +1,7 @@
-"""House rules, checked: lint and format, modules that fit in one head, the modules that run
-under bare interpreters import nothing but the standard library, declared dependencies are
-the imported ones, and the record types match their documentation."""
+"""House rules, checked: lint and format, modules that fit in one head, an import graph without
+cycles whose edges point down the data path's layers, the modules that run under bare
+interpreters import nothing but the standard library, declared dependencies are the imported
+ones, and the record types match their documentation."""
 
 import ast
 import re
@@ -12,12 +13,36 @@ import typing
 from pathlib import Path
 
 import pytest
+from import_graph import cycles, edges, nodes
 
 from servesweep import records
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "servesweep"
-MAX_MODULE_LINES = 400
+# A module fits in one head: at most MAX_MODULE_LINES lines. The cap serves the head, so a
+# cohesive unit is not split to fit it: a longer module is named here with its reason (and
+# its own cap, so it does not grow unnoticed). docs/design.md states the same rule.
+MAX_MODULE_LINES = 500
+LONGER_MODULES: dict[str, tuple[int, str]] = {}  # "servesweep/x.py": (cap, why)
+
+# The package's layers along the data path, lowest first (docs/design.md, "Import layers"):
+# a node (a top-level module or subpackage, tests/import_graph.py) may import its own layer
+# and those below, never one above. The sweep stands on the engine adapters and the
+# resources (a cell's spec holds the server's command; the plan names the stacks'
+# interpreters), so server/ and resources/ sit below it although they run after it.
+LAYERS = [
+    ("servesweep", "jsonfile", "joblog", "level", "records", "fmt"),  # shared by every stage
+    ("server", "server/engines"),  # one server process, and how each engine is driven
+    ("resources",),  # stacks and models
+    ("sweep",),  # the config, its cells and specs, the plan
+    ("workloads",),  # prompts by kind
+    ("bench",),  # the client: one level against a live server
+    ("correctness", "capacity"),  # the passes a boot runs after its levels
+    ("run",),  # one boot of one cell
+    ("results", "results/collect"),  # records -> summary.csv
+    ("results/judge",),  # summary -> verdicts.csv
+    ("results/report",),  # -> report.html
+]
 
 # Run by the stack's own interpreter, a worker process or a detached watchdog: they must
 # import with the standard library alone.
@@ -58,7 +83,49 @@ def test_ruff_format_is_clean():
 )
 def test_a_module_fits_in_one_head(path):
     lines = len(path.read_text().splitlines())
-    assert lines <= MAX_MODULE_LINES, f"{path.relative_to(ROOT)}: {lines} lines"
+    name = str(path.relative_to(ROOT))
+    cap, why = LONGER_MODULES.get(name, (MAX_MODULE_LINES, ""))
+    assert lines <= cap, f"{name}: {lines} lines (cap {cap}{': ' + why if why else ''})"
+
+
+def test_longer_modules_are_still_longer():
+    for name, (cap, why) in LONGER_MODULES.items():
+        lines = len((ROOT / name).read_text().splitlines())
+        assert cap > MAX_MODULE_LINES and why, name
+        assert lines > MAX_MODULE_LINES, f"{name}: {lines} lines, drop its exception"
+
+
+def test_no_import_cycles():
+    found = cycles(nodes(PACKAGE), edges(PACKAGE))
+    assert not found, f"import cycles between package nodes: {found}"
+
+
+def test_imports_point_down_the_layers():
+    rank = {node: i for i, layer in enumerate(LAYERS) for node in layer}
+    unplaced = nodes(PACKAGE) - set(rank)
+    assert not unplaced, f"place {sorted(unplaced)} in tests/test_house.py LAYERS"
+    up = sorted(
+        f"{a} -> {b}" + (" (deferred)" if deferred else "")
+        for (a, b), deferred in edges(PACKAGE).items()
+        if rank[b] > rank[a]
+    )
+    assert not up, f"imports pointing up the layers: {up}"
+
+
+def test_the_import_graph_sees_every_kind_of_import(tmp_path):
+    # A cycle made only by a deferred import (inside a function, or type-only) still counts.
+    package = tmp_path / "servesweep"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "low" / "__init__.py").write_text("")
+    (package / "low" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from servesweep.high import X\n"
+    )
+    (package / "high.py").write_text("def f():\n    from servesweep.low import a\n")
+    (package / "other.py").write_text("from servesweep import high\n")
+    graph = edges(package)
+    assert graph == {("low", "high"): True, ("high", "low"): True, ("other", "high"): False}
+    assert cycles(nodes(package), graph) == [["high", "low"]]
 
 
 def test_bare_modules_import_with_the_standard_library_alone():

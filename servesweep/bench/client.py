@@ -26,8 +26,9 @@ from servesweep.bench.messages import WorkerConfig
 from servesweep.bench.pool import run_workers
 from servesweep.bench.request_records import WorkerRow, build_records, token_counts
 from servesweep.jsonfile import utc_now
+from servesweep.level import Level
 from servesweep.records import LevelSummary
-from servesweep.workloads.basic import Prompt
+from servesweep.workloads.base import Prompt
 
 STREAMS_PER_WORKER = 256  # one more worker process per this many streams, up to the cores
 DEFER_BUDGET_BYTES = 1 << 30  # raw stream bytes all workers keep for parsing after the level
@@ -167,16 +168,15 @@ def run_level(
     concurrency: int,
     warmup: int,
     records_path: Path,
-    level: int,
+    level: Level,
     repeat: int,
     progress: Callable[[str], None] | None = None,
     error_rate_threshold: float = metrics.DEFAULT_ERROR_RATE_THRESHOLD,
     cutoff: float | None = None,
-    rate: float | None = None,
     schedule_s: list[float] | None = None,
 ) -> LevelSummary:
     """Run `warmup` requests (recorded with warmup: true, excluded from every statistic),
-    then the rest with at most `concurrency` in flight. A rate level (`rate` req/s, its
+    then the rest with at most `concurrency` in flight. A rate level (its
     measured requests due at `schedule_s`, seconds from the first) sends each when due,
     `concurrency` being its cap (at least the number of prompts: none). Writes one JSON
     line per request to records_path and returns the level summary. Server faults never
@@ -216,7 +216,6 @@ def run_level(
         client_cpu_share=max(s.cpu_s / s.wall_s if s.wall_s else 0.0 for s in stats),
         client_max_loop_lag_ms=max(s.max_lag_ms for s in stats),
         client_workers=len(configs),
-        rate=rate,
         started_at=started_at,
         clock_origin_ns=outcome.t0_ns,
     )

@@ -27,7 +27,7 @@ class WorkerConfig(NamedTuple):
     defer_budget_bytes: int  # raw stream bytes kept for parsing after the level
     packed_budget_bytes: int  # then compressed stream bytes
     # Rate levels only: when each measured job is due, ns after the measured phase starts
-    # (servesweep.loads), and at most this many in flight (0: no cap). None: a concurrency
+    # (servesweep.bench.arrivals), and at most this many in flight (0: no cap). None: a concurrency
     # level, whose slots send the next request as soon as one ends.
     schedule_ns: list[int] | None = None
     cap: int = 0

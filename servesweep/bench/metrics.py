@@ -13,7 +13,8 @@ from collections import Counter
 import numpy as np
 
 from servesweep import METRICS_VERSION
-from servesweep.loads import level_json, parse_level, rate_figures
+from servesweep.bench.arrivals import rate_figures
+from servesweep.level import Level
 from servesweep.records import LevelSummary
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el", "chunk_gap")
@@ -172,7 +173,7 @@ def peak_throughput(arrivals_s: np.ndarray, tokens: np.ndarray, origin_s: float)
 
 def level_summary(
     records: list[dict],
-    level: int,
+    level: Level,
     repeat: int,
     *,
     concurrency: int | None = None,
@@ -186,7 +187,6 @@ def level_summary(
     client_workers: int | None = None,
     started_at: str | None = None,
     clock_origin_ns: int | None = None,
-    rate: float | None = None,
 ) -> LevelSummary:
     """The level summary (docs/records.md) from its request records (warmups are skipped).
 
@@ -194,19 +194,19 @@ def level_summary(
     recorded); `stalled` marks a level the client aborted because nothing progressed,
     `timed_out` one it aborted because the job's time limit was near;
     `client_cpu_share` is the busiest client worker's CPU time over its wall time. A rate
-    level (`rate` req/s, records with `scheduled_s`) adds its rate figures
-    (`servesweep.loads.rate_figures`); its steady window is first send → last send."""
+    level (records with `scheduled_s`) adds its rate figures
+    (`servesweep.bench.arrivals.rate_figures`); its steady window is first send → last send."""
     measured = [r for r in records if not r.get("warmup")]
     ok = [r for r in measured if r.get("ok")]
     bad = [r for r in measured if not r.get("ok")]
-    target = min(concurrency or level, len(measured)) if measured else 0
-    scheduled = rate is not None and all("scheduled_s" in r for r in measured) and measured
+    target = min(concurrency or level.value, len(measured)) if measured else 0
+    scheduled = level.is_rate and all("scheduled_s" in r for r in measured) and measured
     if scheduled:
         # Open loop: the arrival process runs from the first send to the last, whatever is
         # in flight, so that is the steady window and every request counts towards it.
         target = 1
 
-    summary: dict = {"level": level_json(level), "repeat": repeat, "status": "ok", "cause": None}
+    summary: dict = {"level": level.json, "repeat": repeat, "status": "ok", "cause": None}
     summary["metrics_version"] = METRICS_VERSION
     summary["num_prompts"] = num_prompts if num_prompts is not None else len(measured)
     summary["warmup"] = len(records) - len(measured)
@@ -240,7 +240,7 @@ def level_summary(
         or saturated
     )
     if scheduled:
-        figures = rate_figures(measured, parse_level(rate))
+        figures = rate_figures(measured, level.value)
         summary["load"] = "rate"
         summary["max_concurrency"] = concurrency if concurrency < len(measured) else None
         summary.update(figures._asdict())

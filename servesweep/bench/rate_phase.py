@@ -1,7 +1,7 @@
 """The measured phase of a rate level, inside a worker (standard library only).
 
 Each request goes out at its scheduled time (`WorkerConfig.schedule_ns`, ns after the phase
-starts; drawn by `servesweep.loads`), whatever the others are doing: an open-loop arrival
+starts; drawn by `servesweep.bench.arrivals`), whatever the others are doing: an open-loop arrival
 process, as vLLM's and AIPerf's request-rate modes. With a concurrency cap, a request due
 while the cap is full waits for the first request to end and is sent from that callback;
 it is counted as `held`, so a late send the cap caused is told apart from the client's own

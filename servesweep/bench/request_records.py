@@ -12,7 +12,7 @@ from typing import NamedTuple
 from servesweep.bench import metrics
 from servesweep.bench.messages import ResultRow, StreamRow
 from servesweep.records import RequestRecord
-from servesweep.workloads.basic import Prompt
+from servesweep.workloads.base import Prompt
 
 
 class WorkerRow(NamedTuple):

@@ -1,77 +1,75 @@
 """The capacity search inside one boot (after its configured levels): probe levels between
 the highest level that met the SLO and the next one up, each measured and recorded like any
-level, until `benchmark.search.probes` are spent; the result in the record's `capacity`.
-The search's maths (brackets, the next probe, what meeting the SLO means) is in
-servesweep.capacity.search."""
+level, until `benchmark.search.probes` are spent. The search's maths (brackets, the next
+probe, what meeting the SLO means) is in servesweep.capacity.search.
+
+The boot hands the search what it measured and one callable, `measure(level)`: it runs one
+more level and returns its summary, or None when no further level may run (the server is
+not fit, or the job's time is near), which ends the search with what was measured."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
 
-from servesweep.capacity.search import Capacity, bracket, meets, next_probe, search_of
-from servesweep.loads import level_json, level_key
-from servesweep.results.collect.goodput import level_goodput
-from servesweep.run.levels import is_rate
-from servesweep.server.readiness import check_alive
+from servesweep.capacity.goodput import level_goodput
+from servesweep.capacity.search import Capacity, Search, bracket, level_meets_slo, next_probe
+from servesweep.level import Level
+from servesweep.records import LevelSummary
 from servesweep.sweep.layout import level_name
 
-if TYPE_CHECKING:
-    from servesweep.run.boot import CellRun
-    from servesweep.server.process import ServerProcess
+Measure = Callable[[Level], LevelSummary | None]
 
 
-def level_meets_slo(run: CellRun, summary: dict, level, in_boot: int) -> bool:
-    """Whether a measured level met the spec's SLO (servesweep.capacity.search.meets)."""
-    path = run.levels_dir / f"{level_name(level, in_boot)}.requests.jsonl"
-    share = level_goodput(path, run.spec["slo"], summary.get("duration_s")).get("slo_met_share")
-    return meets(summary, share, search_of(run.spec).attainment)
+def slo_met_share(levels_dir: Path, slo: dict, level: Level, in_boot: int, summary) -> float | None:
+    """The share of a measured level's requests that met every SLO target."""
+    path = levels_dir / f"{level_name(level, in_boot)}.requests.jsonl"
+    return level_goodput(path, slo, summary.get("duration_s")).get("slo_met_share")
 
 
-def run_capacity_search(run: CellRun, server: ServerProcess, gpu_indices, probe_s: float) -> None:
-    """The capacity search (servesweep.capacity.search): probe levels inside the bracket the
-    configured levels give, each recorded like any level; the result in the record's
-    `capacity`."""
-    search, rate = search_of(run.spec), is_rate(run.spec)
-    met: dict = {}
-    unsure: list = []  # levels the client, not the server, failed: counted as failing
-    for (level, in_boot), summary in zip(run.plan, run.record["levels"], strict=True):
-        ok = level_meets_slo(run, summary, level, in_boot)
-        met[level] = met.get(level, True) and ok
+def search_capacity(
+    search: Search,
+    slo: dict,
+    levels_dir: Path,
+    measured: list[tuple[Level, int, LevelSummary]],
+    measure: Measure,
+    log: Callable[[str], None] = print,
+) -> Capacity | None:
+    """Probe inside the bracket the measured (level, in_boot, summary) give; the capacity
+    with its bracket, or None when a probe level failed (and the cell with it)."""
+
+    def met(level: Level, in_boot: int, summary: LevelSummary) -> bool:
+        share = slo_met_share(levels_dir, slo, level, in_boot, summary)
+        return level_meets_slo(summary, share, search.attainment)
+
+    kind = measured[0][0].kind if measured else "concurrency"
+    results: dict[float | int, bool] = {}  # level value -> met the SLO?
+    unsure: list[Level] = []  # levels the client, not the server, failed: counted as failing
+    for level, in_boot, summary in measured:
+        results[level.value] = results.get(level.value, True) and met(level, in_boot, summary)
         if summary.get("client_bound"):
             unsure.append(level)
-    probes: list = []
+    probes: list[Level] = []
     while len(probes) < search.probes:
-        probe = next_probe(bracket(met), rate)
-        if probe is None or probe in met:
+        value = next_probe(bracket(results), kind == "rate")
+        if value is None or value in results:
             break
-        unfit = check_alive(server, run.engine.health_path, run.generate("ping", 2), probe_s)
-        left = run.left()
-        if unfit or (left is not None and left <= 0):
+        probe, b = Level.parse(value, kind), bracket(results)
+        log(
+            f"capacity search: probing {probe} (bracket [{Level.parse(b.low, kind)}, "
+            f"{Level.parse(b.high, kind)}))"
+        )
+        summary = measure(probe)
+        if summary is None:
+            log(f"capacity search: stopped before {probe}")
             break  # the search stops; what was measured stands
-        run.record["levels"].append(
-            {
-                "level": level_json(probe),
-                "repeat": run.repeat,
-                "in_boot": 0,
-                "status": "not_run",
-                "cause": None,
-                "probe": True,
-            }
-        )
-        index = len(run.record["levels"]) - 1
         probes.append(probe)
-        b = bracket(met)
-        run.log(
-            f"capacity search: probing {level_key(probe)} (bracket [{level_key(b.low)}, "
-            f"{level_key(b.high)}))"
-        )
-        if not run.run_level(server, index, probe, 0, gpu_indices, probe=True):
-            return
-        met[probe] = level_meets_slo(run, run.record["levels"][index], probe, 0)
-        if run.record["levels"][index].get("client_bound"):
+        if summary.get("status") != "ok":
+            return None
+        results[probe.value] = met(probe, 0, summary)
+        if summary.get("client_bound"):
             unsure.append(probe)
-    b = bracket(met)
-    capacity = Capacity(b.low, b.low, b.high, probes, search.attainment).as_dict()
-    capacity["client_bound_levels"] = [level_json(lv) for lv in unsure]
-    run.record["capacity"] = capacity
-    run.log(f"capacity within SLO: {run.record['capacity']}")
+    b = bracket(results)
+    low = None if b.low is None else Level.parse(b.low, kind)
+    high = None if b.high is None else Level.parse(b.high, kind)
+    return Capacity(low, low, high, probes, search.attainment, unsure)

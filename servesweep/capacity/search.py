@@ -2,9 +2,9 @@
 concurrency or rate that still meets the SLO, found by bisection inside the bracket the
 configured levels give, each probe a measured, recorded level of its own.
 
-A level *meets* the SLO when its status is ok, the client delivered it (not client-bound,
-not rate short), and at least `attainment` of its measured requests met every target.
-The bracket is [the highest passing level below the lowest failing one, that failing
+A level *meets* the SLO (`level_meets_slo`) when its status is ok, the client delivered it
+(not client-bound, not rate short), and at least `attainment` of its measured requests met
+every target. The bracket is [the highest passing level below the lowest failing one, that failing
 level); a probe halves it (geometrically for rates, to 3 significant figures;
 arithmetically for concurrencies, to whole numbers) until `probes` have run or it cannot
 be split. The capacity is the bracket's low end, reported with the bracket."""
@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from servesweep.loads import INF
+from servesweep.level import INF, Level
+from servesweep.records import CapacityRecord, LevelSummary
 
 DEFAULT_ATTAINMENT = 0.9
 
@@ -31,7 +32,9 @@ def search_of(spec: dict) -> Search | None:
     return Search(int(s.get("probes", 4)), float(s.get("attainment", DEFAULT_ATTAINMENT)))
 
 
-def meets(summary: dict, share: float | None, attainment: float) -> bool:
+def level_meets_slo(summary: LevelSummary, share: float | None, attainment: float) -> bool:
+    """`share`: of the level's measured requests, those that met every target
+    (servesweep.capacity.goodput)."""
     return (
         summary.get("status") == "ok"
         and not summary.get("client_bound")
@@ -72,19 +75,22 @@ def next_probe(b: Bracket, rate: bool) -> float | int | None:
 
 
 class Capacity(NamedTuple):
-    value: float | int | None  # the highest level that met the SLO
-    low: float | int | None  # the bracket: [low, high)
-    high: float | int | None
-    probes: list  # the probe levels run, in order
+    value: Level | None  # the highest level that met the SLO
+    low: Level | None  # the bracket: [low, high)
+    high: Level | None
+    probes: list[Level]  # the probe levels run, in order
     attainment: float
+    client_bound: list[Level]  # levels the client, not the server, failed
 
-    def as_dict(self) -> dict:
-        from servesweep.loads import level_json
+    def as_record(self) -> CapacityRecord:
+        def json(level: Level | None):
+            return None if level is None else level.json
 
         return {
-            "value": None if self.value is None else level_json(self.value),
-            "low": None if self.low is None else level_json(self.low),
-            "high": None if self.high is None else level_json(self.high),
-            "probes": [level_json(p) for p in self.probes],
+            "value": json(self.value),
+            "low": json(self.low),
+            "high": json(self.high),
+            "probes": [p.json for p in self.probes],
             "attainment": self.attainment,
+            "client_bound_levels": [lv.json for lv in self.client_bound],
         }

@@ -19,7 +19,7 @@ its own pick (a near-tie flip is numeric drift; a token far outside the top-k is
   near ties.
 - 1.0 for a variant that must match exactly: speculative decoding verifies every drafted
   token against the target model, so its greedy output is the target's own
-  (`must_match_exactly` spots it from the variant's flags).
+  (`servesweep.sweep.config.must_match_exactly` spots it from the variant's flags).
 An engine without logprobs degrades to token comparison alone, and the result says so.
 """
 
@@ -30,13 +30,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 DEFAULT_THRESHOLD = 0.95
-# Flags that turn on speculative decoding: SGLang, vLLM (0.6+, and the older spelling).
-SPECULATIVE_FLAGS = (
-    "speculative-algorithm",
-    "speculative-draft-model-path",
-    "speculative-config",
-    "speculative-model",
-)
 SELF_MODE = "all_together_vs_one_at_a_time"  # compare_modes' mode name
 SAME_SETTINGS = ("prompts", "seed", "max_tokens")  # what two records must share
 
@@ -73,16 +66,6 @@ class ModeComparison(NamedTuple):
     note: str
     example: dict | None  # the first mismatch: index, first_diff, baseline and variant text
     diffs: list[PromptDiff]
-
-
-def must_match_exactly(flags) -> bool:
-    """Whether a variant's flags (a mapping or [name, value] pairs) turn on speculative
-    decoding, whose greedy output must equal the target model's exactly."""
-    pairs = flags.items() if isinstance(flags, dict) else flags
-    return any(
-        str(name).lstrip("-").replace("_", "-") in SPECULATIVE_FLAGS and value not in (None, False)
-        for name, value in pairs
-    )
 
 
 def first_difference(a, b) -> int | None:

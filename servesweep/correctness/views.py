@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from servesweep import fmt
+
 
 def read_rows(path: Path | None) -> pd.DataFrame:
     if path is None or not Path(path).exists() or not Path(path).stat().st_size:
@@ -23,7 +25,7 @@ def _num(v) -> float:
 
 def _fmt(v, spec: str) -> str:
     x = _num(v)
-    return "—" if math.isnan(x) else format(x, spec)
+    return fmt.MISSING if math.isnan(x) else format(x, spec)
 
 
 def correctness_rows(rows: pd.DataFrame) -> list[dict]:
@@ -43,7 +45,7 @@ def correctness_rows(rows: pd.DataFrame) -> list[dict]:
                 "mode": str(r["mode"]).replace("_", " "),
                 "rate": _fmt(r.get("exact_match_rate"), ".3f"),
                 "first_diff": _fmt(r.get("mean_first_diff"), ".1f"),
-                "basis": r.get("token_basis") or "—",
+                "basis": r.get("token_basis") or fmt.MISSING,
                 "logprob_delta": _fmt(r.get("max_abs_logprob_delta"), ".3g"),
                 "top_k": _fmt(r.get("baseline_in_top_k_share"), ".2f"),
                 "threshold": _fmt(r.get("threshold"), ".2f"),

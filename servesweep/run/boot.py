@@ -10,13 +10,14 @@ import time
 from pathlib import Path
 
 from servesweep.bench.client import ClientSettings, probe_generation, run_level
-from servesweep.capacity.run import run_capacity_search
+from servesweep.capacity.run import search_capacity
 from servesweep.capacity.search import search_of
 from servesweep.correctness.answers import run_correctness
 from servesweep.jsonfile import utc_now, write_json
-from servesweep.loads import level_key
-from servesweep.records import CellRecord, LevelSummary, new_cell_record
-from servesweep.run.levels import is_rate, level_plan, make_prompts, rate_schedule
+from servesweep.level import Level
+from servesweep.records import CellRecord, LevelSummary
+from servesweep.run.levels import level_plan, level_prompts, rate_schedule
+from servesweep.run.record import new_cell_record
 from servesweep.run.scheduler import time_limit_margin
 from servesweep.server.engines import get_engine, launch_command, launch_env
 from servesweep.server.engines.prometheus import counter_delta
@@ -28,7 +29,7 @@ from servesweep.server.readiness import BootFailure, check_alive, diagnose, wait
 from servesweep.server.telemetry import GpuSampler, joules_per_token, visible_indices
 from servesweep.sweep.config import spec_hash
 from servesweep.sweep.layout import level_name
-from servesweep.workloads.basic import load_tokenizer
+from servesweep.workloads.base import load_tokenizer
 
 LOG_TAIL_LINES = 50
 LIVENESS_PROBE_MAX_S = 60.0
@@ -99,12 +100,14 @@ class CellRun:
         self.record["workflow_env"] = workflow_env(spec_env, gpu_env)
         self.record["comm_env"] = comm_env({**os.environ, **self.server_env})
 
-    def fail(self, stage: str, cause: str, message: str, level=None, repeat=None) -> None:
+    def fail(
+        self, stage: str, cause: str, message: str, level: Level | None = None, repeat=None
+    ) -> None:
         self.record["status"] = "failed"
         self.record["failure"] = {
             "stage": stage,
             "cause": cause,
-            "level": level,
+            "level": None if level is None else level.json,
             "repeat": repeat,
             "message": message,
             "log_tail": log_tail(self.server_log, LOG_TAIL_LINES),
@@ -230,26 +233,64 @@ class CellRun:
             if not self.run_level(server, index, level, in_boot, gpu_indices):
                 return
         if search_of(self.spec):
-            run_capacity_search(self, server, gpu_indices, probe_s)
+            self.search_capacity(server, gpu_indices, probe_s)
+
+    def search_capacity(self, server: ServerProcess, gpu_indices, probe_s: float) -> None:
+        """The capacity search (servesweep.capacity.run) after the configured levels; each
+        probe is one more level of this boot, recorded like any; the result in `capacity`."""
+        levels = self.record["levels"]
+
+        def measure(level: Level) -> LevelSummary | None:
+            unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
+            left = self.left()
+            if unfit or (left is not None and left <= 0):
+                return None
+            levels.append(
+                {
+                    "level": level.json,
+                    "repeat": self.repeat,
+                    "in_boot": 0,
+                    "status": "not_run",
+                    "cause": None,
+                    "probe": True,
+                }
+            )
+            self.run_level(server, len(levels) - 1, level, 0, gpu_indices, probe=True)
+            return levels[-1]
+
+        measured = [(lv, i, s) for (lv, i), s in zip(self.plan, levels, strict=True)]
+        search = search_of(self.spec)
+        capacity = search_capacity(
+            search, self.spec["slo"], self.levels_dir, measured, measure, self.log
+        )
+        if capacity is not None:
+            self.record["capacity"] = capacity.as_record()
+            self.log(f"capacity within SLO: {self.record['capacity']}")
 
     def run_level(
-        self, server, index: int, level, in_boot: int, gpu_indices, probe: bool = False
+        self,
+        server,
+        index: int,
+        level: Level,
+        in_boot: int,
+        gpu_indices,
+        probe: bool = False,
     ) -> bool:
         """One level against a live server; its summary written at once. False when it
         failed (recorded), which ends the cell."""
         bench, engine, base_url = self.spec["benchmark"], self.engine, self.settings.base_url
         engine.flush_cache(base_url)
         before = engine.snapshot(base_url)
-        prompts = make_prompts(self.spec, self.tokenizer, level, in_boot)
+        prompts = level_prompts(self.spec, self.tokenizer, level, in_boot)
         name = level_name(level, in_boot)
-        concurrency, rate, schedule = level, None, None
-        if is_rate(self.spec):
+        concurrency, schedule = level.value, None
+        if level.is_rate:
             measured = len(prompts) - bench["warmup"]
-            rate, schedule = level, rate_schedule(self.spec, level, in_boot, measured)
+            schedule = rate_schedule(self.spec, level, in_boot, measured)
             concurrency = bench.get("max_concurrency") or len(prompts)
-        load = f"concurrency {level}" if rate is None else f"{level_key(level)} requests/s"
+        load = f"{level} requests/s" if level.is_rate else f"concurrency {level}"
         self.log(
-            f"level {level_key(level)} ({name}, boot r{self.repeat}): {len(prompts)} requests "
+            f"level {level} ({name}, boot r{self.repeat}): {len(prompts)} requests "
             f"({bench['warmup']} warmup), {load}"
         )
         with GpuSampler(gpu_indices) as sampler:
@@ -264,7 +305,6 @@ class CellRun:
                 progress=lambda msg: self.log(f"  [level {level}] {msg}"),
                 error_rate_threshold=bench["error_rate_threshold"],
                 cutoff=self.cutoff,
-                rate=rate,
                 schedule_s=schedule,
             )
         summary["in_boot"] = in_boot
@@ -291,14 +331,14 @@ class CellRun:
             self.fail("level", summary.get("cause") or "unknown", message, level, self.repeat)
             return False
         self.log(
-            f"level {level_key(level)} ({name}): "
+            f"level {level} ({name}): "
             f"{summary.get('output_throughput') or 0:.1f} output tok/s, median TTFT "
             f"{summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
             f"{summary.get('median_tpot_ms') or 0:.1f} ms"
         )
         return True
 
-    def _level_fault(self, server: ServerProcess, summary: LevelSummary, level: int) -> str:
+    def _level_fault(self, server: ServerProcess, summary: LevelSummary, level: Level) -> str:
         """The client saw a fault; the process and its log say what it was."""
         cause, died = diagnose(server, summary.get("cause") or "unknown")
         if died or summary.get("cause") in (None, "http_errors", "unknown"):

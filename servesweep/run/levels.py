@@ -4,65 +4,45 @@ level, its arrival schedule."""
 from __future__ import annotations
 
 import zlib
-from pathlib import Path
 
-from servesweep import loads
-from servesweep.workloads.basic import Prompt, random_prompts, sharegpt_prompts
-from servesweep.workloads.shaped import ranged_prompts, shared_prefix_prompts
-
-
-def spec_levels(spec: dict) -> list:
-    """The spec's levels in order: concurrencies, or rates (math.inf for inf)."""
-    bench = spec["benchmark"]
-    return [loads.parse_level(v) for v in bench.get("rate") or bench["levels"]]
+from servesweep.bench.arrivals import schedule
+from servesweep.level import Level, levels_of, num_prompts
+from servesweep.sweep.config import arrival
+from servesweep.workloads import Prompt, make_prompts
 
 
-def is_rate(spec: dict) -> bool:
-    return "rate" in spec["benchmark"]
-
-
-def level_plan(spec: dict) -> list[tuple]:
+def level_plan(spec: dict) -> list[tuple[Level, int]]:
     """(level, in_boot) in the order one boot runs them: each level's measurements within
     the boot back to back."""
     bench = spec["benchmark"]
-    return [(level, i) for level in spec_levels(spec) for i in range(bench["repeats_in_boot"])]
+    return [(lv, i) for lv in levels_of(bench) for i in range(bench["repeats_in_boot"])]
 
 
-def _salt(spec: dict, level) -> int:
+def _salt(level: Level) -> int:
     """Per-level seed offset. A concurrency level keeps the formula it always had (so its
     prompts do not change); a rate level, whose value may be 0.5 or inf, hashes its name."""
-    if is_rate(spec):
-        return zlib.crc32(f"rate {loads.level_key(level)}".encode()) % 1_000_000
-    return level * 101
+    if level.is_rate:
+        return zlib.crc32(f"rate {level.key}".encode()) % 1_000_000
+    return level.value * 101
 
 
-def make_prompts(spec: dict, tokenizer, level, in_boot: int) -> list[Prompt]:
+def level_prompts(spec: dict, tokenizer, level: Level, in_boot: int) -> list[Prompt]:
     """The level's prompts (warmup first). Seeded by level and in-boot index only, so every
     variant, and every boot, sees exactly the same requests."""
     bench = spec["benchmark"]
     workload = bench["workload"]
-    key = loads.level_key(level)
     per_level = bench["num_prompts_per_level"]
     # A capacity-search probe is not a configured level: the same rule counts its prompts.
     n = bench["warmup"] + (
-        per_level[key] if key in per_level else loads.num_prompts(bench["num_prompts"], level)
+        per_level[level.key] if level.key in per_level else num_prompts(bench["num_prompts"], level)
     )
-    seed = workload["seed"] * 1_000_003 + _salt(spec, level) + in_boot
-    kind = workload["kind"]
-    if kind == "sharegpt":
-        return sharegpt_prompts(
-            Path(workload["path"]), tokenizer, n, workload.get("output_tokens"), seed
-        )
-    if kind == "shared_prefix":
-        return shared_prefix_prompts(tokenizer, n, workload, seed)
-    if workload.get("range_ratio") is not None:
-        return ranged_prompts(tokenizer, n, workload, seed)
-    return random_prompts(tokenizer, n, workload["input_tokens"], workload["output_tokens"], seed)
+    seed = workload["seed"] * 1_000_003 + _salt(level) + in_boot
+    return make_prompts(tokenizer, n, workload, seed)
 
 
-def rate_schedule(spec: dict, level, in_boot: int, measured: int) -> list[float]:
+def rate_schedule(spec: dict, level: Level, in_boot: int, measured: int) -> list[float]:
     """When each measured request of a rate level is due (s after the first): seeded by the
     arrival seed, the level and the in-boot index, so every variant gets the same one."""
-    how = loads.arrival(spec["benchmark"])
-    salt = _salt(spec, level) * 16 + in_boot
-    return loads.schedule(measured, loads.parse_level(level), how, salt).tolist()
+    how = arrival(spec["benchmark"])
+    salt = _salt(level) * 16 + in_boot
+    return schedule(measured, level.value, how, salt).tolist()

@@ -30,7 +30,9 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import NamedTuple, TypedDict
+from typing import NamedTuple
+
+from servesweep.records import GpuSlotRecord
 
 POLL_S = (0.2, 0.5)  # how often a waiting cell tries again (uniform in this range)
 
@@ -45,18 +47,6 @@ class HostGpus(NamedTuple):
     pool: list[str]
     source: str  # slurm | inherited | config | detected | none
     locked: bool  # False: the scheduler gave this job its GPUs alone
-
-
-class GpuSlotRecord(TypedDict):
-    """The cell record's `gpu_slots`."""
-
-    needed: int
-    held: list[str]
-    cuda_visible_devices: str | None
-    pool: list[str]
-    source: str
-    lock_dir: str | None
-    waited_s: float
 
 
 class GpuLease(NamedTuple):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from servesweep.loads import parse_level
+from servesweep.level import parse_value
 from servesweep.server.gpu_slots import parallel_gpus
 
 
@@ -50,7 +50,7 @@ def check_loads(config: dict) -> None:
     if "rate" not in bench and rate_keys:
         raise CheckError(f"config: benchmark.{rate_keys[0]}: only for a rate sweep (rate:)")
     if "rate" in bench:
-        rates = [parse_level(r) for r in bench["rate"]]
+        rates = [parse_value(r) for r in bench["rate"]]
         if len(set(rates)) != len(rates):
             raise CheckError("config: benchmark.rate: a rate is listed twice")
     if "search" in bench and not config.get("slo"):

@@ -13,13 +13,15 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import jsonschema
 import yaml
 
 from servesweep import CLIENT_VERSION
-from servesweep.loads import arrival, level_json, level_key, parse_level
-from servesweep.loads import num_prompts as level_prompts
+from servesweep.level import Kind, Level, levels_of
+from servesweep.level import load_kind as load_kind_of
+from servesweep.level import num_prompts as level_prompts
 from servesweep.server.engines import ENGINES, get_engine
 from servesweep.sweep.checks import CheckError, check_loads, check_stacks, check_variant_gpus
 
@@ -27,6 +29,29 @@ SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
 # Variant keys that configure the engine adapter rather than the server's flags.
 ENGINE_OPTION_KEYS = ("command", "health_path", "models_path", "model_name")
+# Flags that turn on speculative decoding: SGLang, vLLM (0.6+, and the older spelling).
+SPECULATIVE_FLAGS = (
+    "speculative-algorithm",
+    "speculative-draft-model-path",
+    "speculative-config",
+    "speculative-model",
+)
+
+
+class Arrival(NamedTuple):
+    """How a rate level's requests are spread in time (servesweep.bench.arrivals)."""
+
+    distribution: str  # "poisson" | "gamma"
+    burstiness: float  # the gamma shape; 1 for poisson
+    seed: int
+
+
+def arrival(bench: dict) -> Arrival:
+    """The benchmark's arrival settings, defaults filled (poisson, burstiness 1, seed 0)."""
+    a = bench.get("arrival") or {}
+    dist = a.get("distribution", "poisson")
+    burst = float(a.get("burstiness", 1.0)) if dist == "gamma" else 1.0
+    return Arrival(dist, burst, int(a.get("seed", 0)))
 
 
 class ConfigError(ValueError):
@@ -96,6 +121,16 @@ def with_defaults(config: dict) -> dict:
     for _ in _DefaultFiller(schema()).iter_errors(filled):
         pass  # validate_schema has already refused an invalid config
     return filled
+
+
+def must_match_exactly(flags) -> bool:
+    """Whether a variant's flags (a mapping or [name, value] pairs) turn on speculative
+    decoding, whose greedy output must equal the target model's exactly."""
+    pairs = flags.items() if isinstance(flags, dict) else flags
+    return any(
+        str(name).lstrip("-").replace("_", "-") in SPECULATIVE_FLAGS and value not in (None, False)
+        for name, value in pairs
+    )
 
 
 def resolve_variants(variants: dict, default_engine: str) -> dict:
@@ -176,8 +211,6 @@ class Sweep:
     def must_match(self, variant: str) -> bool:
         """Whether the variant's greedy answers must equal the baseline's exactly: its own
         `correctness_must_match`, else speculative decoding in its flags."""
-        from servesweep.correctness.compare import must_match_exactly
-
         v = self.variants[variant]
         return v["must_match"] if v["must_match"] is not None else must_match_exactly(v["flags"])
 
@@ -193,16 +226,16 @@ class Sweep:
         return [(*cell, r) for r in range(self.repeats) for cell in self.cells]
 
     @property
-    def load_kind(self) -> str:
+    def load_kind(self) -> Kind:
         """`concurrency` (benchmark.levels) or `rate` (benchmark.rate)."""
-        return "rate" if "rate" in self.benchmark else "concurrency"
+        return load_kind_of(self.benchmark)
 
     @property
-    def levels(self) -> list:
+    def levels(self) -> list[Level]:
         """The configured levels, in order: concurrencies, or rates (math.inf for inf)."""
-        return [parse_level(v) for v in self.benchmark.get("rate") or self.benchmark["levels"]]
+        return levels_of(self.benchmark)
 
-    def num_prompts(self, level) -> int:
+    def num_prompts(self, level: Level) -> int:
         return level_prompts(self.benchmark["num_prompts"], level)
 
     def _spec_benchmark(self) -> dict:
@@ -211,9 +244,9 @@ class Sweep:
         and its arrival settings resolved."""
         bench = {k: v for k, v in self.benchmark.items() if k != "repeats"}
         if self.load_kind == "rate":
-            bench["rate"] = [level_json(v) for v in self.levels]
+            bench["rate"] = [lv.json for lv in self.levels]
             bench["arrival"] = arrival(self.benchmark)._asdict()
-        bench["num_prompts_per_level"] = {level_key(lv): self.num_prompts(lv) for lv in self.levels}
+        bench["num_prompts_per_level"] = {lv.key: self.num_prompts(lv) for lv in self.levels}
         return bench
 
     def gpus(self, variant: str) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+from servesweep.level import Level, level_key
+
 STACK_MANIFEST = "resources/stacks/{stack}/manifest.json"
 MODEL_MANIFEST = "resources/models/{model}/manifest.json"
 CELL_DIR = "results/cells/{stack}/{model}/{variant}/r{repeat}"
@@ -21,11 +23,10 @@ VERDICTS_CSV = "results/verdicts.csv"
 REPORT_HTML = "results/report.html"
 
 
-def level_name(level, in_boot: int) -> str:
+def level_name(level: Level | float | int | str, in_boot: int) -> str:
     """The stem of a level's files inside a boot's levels/ directory: L16_i0 (a
-    concurrency or a rate of 16), L0.5_i0, Linf_i0."""
-    from servesweep.loads import level_key
-
+    concurrency or a rate of 16), L0.5_i0, Linf_i0. A level read back from a record may
+    come in its bare JSON form."""
     return f"L{level_key(level)}_i{in_boot}"
 
 

@@ -21,10 +21,9 @@ from typing import NamedTuple
 
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import read_json
-from servesweep.loads import level_key
+from servesweep.level import INF, level_key, levels_of
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
-from servesweep.run.levels import is_rate, spec_levels
 from servesweep.server.engines import launch_command, launch_env
 from servesweep.sweep.config import Sweep, next_attempt, spec_hash
 from servesweep.sweep.layout import Paths
@@ -153,12 +152,12 @@ class Rates:
         out_tokens = bench["workload"].get("output_tokens") or DEFAULT_OUTPUT_TOKENS
         total = pick(own["boot"], self.boot.get(engine), DEFAULT_BOOT_S)
         total += pick(own["teardown"], self.teardown.get(engine), DEFAULT_TEARDOWN_S)
-        for level in spec_levels(spec):
-            key = level_key(level)
+        for level in levels_of(bench):
+            key = level.key
             requests = bench["warmup"] + bench["num_prompts_per_level"][key]
             mine = own["tput"].get(key)
             # A rate level's in-flight count is the server's to decide: assume it keeps up.
-            streams = requests if is_rate(spec) else min(level, requests)
+            streams = requests if level.is_rate else min(level.value, requests)
             default = streams * DEFAULT_STREAM_TOK_S
             rate = pick(
                 statistics.median(mine) if mine else None,
@@ -166,8 +165,8 @@ class Rates:
                 min(default, DEFAULT_CELL_TOK_S),
             )
             seconds = requests * out_tokens / rate
-            if is_rate(spec) and level != float("inf"):
-                seconds = max(seconds, requests / level)  # the arrivals take this long
+            if level.is_rate and level.value != INF:
+                seconds = max(seconds, requests / level.value)  # the arrivals take this long
             total += seconds + LEVEL_OVERHEAD_S
         total += self._correctness_s(own, spec)
         # The weakest source used is the one to state (the correctness pass rides on the

@@ -74,7 +74,7 @@ def test_h200_example_sweeps_two_stacks_and_two_gpu_variants_on_one_gpu():
 
 def test_h200_rate_example_prices_gpus_under_mlperfs_llama2_server_slo():
     sweep = load_file(ROOT / "config" / "examples" / H200_RATE_EXAMPLE)
-    assert sweep.levels[:3] == [8, 32, 128] and sweep.load_kind == "rate"
+    assert [lv.value for lv in sweep.levels[:3]] == [8, 32, 128] and sweep.load_kind == "rate"
     raw = yaml.safe_load((ROOT / "config" / "examples" / H200_RATE_EXAMPLE).read_text())
     assert raw["slo"] == {"ttft_ms": 2000, "tpot_ms": 200}  # MLPerf Llama-2-70B, server
     assert raw["cost"]["usd_per_gpu_hour"] > 0

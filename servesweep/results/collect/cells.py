@@ -13,8 +13,9 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from servesweep.capacity.goodput import level_goodput
+from servesweep.records import CellRecord
 from servesweep.results.collect.derived import prefix_cache_hit_rate
-from servesweep.results.collect.goodput import level_goodput
 from servesweep.results.collect.recompute import needs_recompute, recompute
 from servesweep.results.collect.validity import invalid_reasons
 from servesweep.sweep.layout import level_name
@@ -120,7 +121,7 @@ CELL_STATUSES = ("ok", "failed")
 LEVEL_STATUSES = ("ok", "failed", "not_run")
 
 
-def load_cell(path: Path) -> dict:
+def load_cell(path: Path) -> CellRecord:
     """Read and check one cell.json; raise ValueError naming the file on any problem."""
     path = Path(path)
     try:
@@ -229,8 +230,20 @@ def _checked(cell: dict, lev: dict, levels_dir: Path, analysis: Analysis) -> dic
     return {**lev, "valid": not reasons, "invalid_reasons": "; ".join(reasons) or None}
 
 
+def load_cells(cell_paths: list[Path]) -> list[tuple[CellRecord, Path]]:
+    """Every cell.json, read and checked once, beside its path."""
+    return [(load_cell(path), Path(path)) for path in cell_paths]
+
+
 def collect(
     cell_paths: list[Path], out_csv: Path, analysis: Analysis | None = None
+) -> pd.DataFrame:
+    """Write summary.csv from the cell.json files (collect_cells)."""
+    return collect_cells(load_cells(cell_paths), out_csv, analysis)
+
+
+def collect_cells(
+    cells: list[tuple[CellRecord, Path]], out_csv: Path, analysis: Analysis | None = None
 ) -> pd.DataFrame:
     """Write summary.csv: one row per cell × boot × level × in-boot measurement; return it.
 
@@ -241,8 +254,7 @@ def collect(
     level_extra: list[str] = []
     stack_extra: list[str] = []
     rows = []
-    for path in cell_paths:
-        cell = load_cell(path)
+    for cell, path in cells:
         failure = cell.get("failure") or {}
         base = {
             "stack": cell["stack"],

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from servesweep import METRICS_VERSION
 from servesweep.bench import metrics
+from servesweep.level import Level
 
 # Measured once, not derivable from the request records: carried over as they were.
 MEASURED_FIELDS = (
@@ -49,11 +50,12 @@ def recompute(summary: dict, requests_path: Path, error_rate_threshold: float) -
     records = read_requests(requests_path)
     if records is None:
         return None
+    level = Level.parse(summary["level"])  # recomputed as a closed-loop level, as it always was
     fresh = metrics.level_summary(
         records,
-        summary["level"],
+        level,
         summary.get("repeat", 0),
-        concurrency=summary["level"],
+        concurrency=level.value,
         num_prompts=summary.get("num_prompts"),
         stalled=summary.get("cause") == "hung",
         timed_out=summary.get("cause") == "time_limit",

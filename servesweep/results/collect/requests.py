@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from servesweep.loads import parse_level
+from servesweep.level import parse_value
 from servesweep.results.collect.recompute import read_requests
 from servesweep.sweep.layout import level_name
 
@@ -24,7 +24,7 @@ class RequestStore:
         for row in ok[["stack", "model", "variant", "repeat", "level", "in_boot"]].itertuples(
             index=False
         ):
-            key = (row.stack, row.model, row.variant, int(row.repeat), parse_level(row.level))
+            key = (row.stack, row.model, row.variant, int(row.repeat), parse_value(row.level))
             self.valid.setdefault(key, []).append(int(row.in_boot))
         self._cache: dict[Path, list[dict]] = {}
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from servesweep.capacity.compare import capacity_comparisons, capacity_rows
 from servesweep.correctness.compare import sweep_rows, write_csv
 from servesweep.jsonfile import read_json
-from servesweep.loads import level_json
-from servesweep.results.collect.cells import Analysis, collect, load_cell
+from servesweep.records import CellRecord
+from servesweep.results.collect.cells import Analysis, collect_cells, load_cells
 from servesweep.results.collect.requests import RequestStore
+from servesweep.results.judge.capacity import capacity_comparisons, capacity_rows
 from servesweep.results.judge.verdicts import compare, to_frame
 from servesweep.sweep.config import Sweep
 
@@ -19,7 +19,7 @@ from servesweep.sweep.config import Sweep
 def analysis_of(sweep: Sweep) -> Analysis:
     bench = sweep.benchmark
     return Analysis(
-        levels=[level_json(v) for v in sweep.levels],
+        levels=[lv.json for lv in sweep.levels],
         repeats_in_boot=bench["repeats_in_boot"],
         error_rate_threshold=bench["error_rate_threshold"],
         gates=sweep.analysis,
@@ -27,7 +27,7 @@ def analysis_of(sweep: Sweep) -> Analysis:
     )
 
 
-def pass_records(cells: list[tuple[dict, Path]]) -> dict[tuple[str, str, str], dict]:
+def pass_records(cells: list[tuple[CellRecord, Path]]) -> dict[tuple[str, str, str], dict]:
     """Per cell, the correctness pass of its first boot that ran one (the pass is greedy:
     every boot answers the same, so one boot speaks for the cell)."""
     records: dict[tuple[str, str, str], dict] = {}
@@ -46,8 +46,8 @@ def collect_and_judge(
     verdicts_csv: Path,
     correctness_csv: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    summary = collect(cell_paths, summary_csv, analysis_of(sweep))
-    cells = [(load_cell(path), path) for path in cell_paths]
+    cells = load_cells(cell_paths)  # every cell.json read once
+    summary = collect_cells(cells, summary_csv, analysis_of(sweep))
     dirs = {
         (c["stack"], c["model"], c["variant"], c.get("repeat", 0)): Path(p).parent for c, p in cells
     }

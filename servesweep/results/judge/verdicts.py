@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from servesweep.loads import parse_level
+from servesweep.level import parse_value
 from servesweep.results.judge import stats
 
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
@@ -260,7 +260,7 @@ def compare(
     variants against the reference stack's (same model), per level and metric, in the
     config's order."""
     df = summary[summary["level"].notna()].copy()
-    df["level"] = df["level"].map(parse_level)
+    df["level"] = df["level"].map(parse_value)
     reference = analysis.get("reference_stack") or (stacks[0] if stacks else None)
     groups = {key: rows for key, rows in df.groupby(["stack", "model", "variant", "level"])}
     position = {v: i for i, v in enumerate(variants)} | {s: i for i, s in enumerate(stacks)}

@@ -15,14 +15,14 @@ from typing import NamedTuple
 import jinja2
 import pandas as pd
 
-from servesweep import CLIENT_VERSION, METRICS_VERSION
+from servesweep import CLIENT_VERSION, METRICS_VERSION, fmt
 from servesweep.bench.metrics import CLIENT_BOUND_RATIO, CLIENT_CPU_SATURATED
-from servesweep.capacity.compare import capacity_rows
 from servesweep.correctness import views as correctness_views
 from servesweep.jsonfile import utc_now
-from servesweep.loads import level_key
+from servesweep.level import level_key
 from servesweep.results.collect.cells import load_cell, read_summary
 from servesweep.results.collect.validity import GATES
+from servesweep.results.judge.capacity import capacity_rows
 from servesweep.results.judge.verdicts import FASTER, SLOWER
 from servesweep.results.report import load_views, verdict_views, views
 from servesweep.results.report.pareto import pareto_plot, pareto_points
@@ -58,20 +58,17 @@ def pareto_view(df: pd.DataFrame, cells: list[dict], variants: list[str], cost) 
     if plot is None:
         return None
 
-    def show(x, digits):
-        return "–" if x is None or pd.isna(x) else f"{x:.{digits}f}"
-
     rows = [
         {
             "stack": p.stack,
             "model": p.model,
             "variant": p.variant,
             "level": level_key(p.level),
-            "per_user": show(p.per_user, 1),
-            "per_gpu": show(p.per_gpu, 1),
+            "per_user": fmt.number(p.per_user, 1),
+            "per_gpu": fmt.number(p.per_gpu, 1),
             "gpus": p.gpus,
-            "usd": show(p.usd_per_mtok, 3),
-            "joules": show(p.joules_per_token, 4),
+            "usd": fmt.number(p.usd_per_mtok, 3),
+            "joules": fmt.number(p.joules_per_token, 4),
             "where": "overall" if p.overall else ("variant" if p.frontier else ""),
         }
         for p in points
@@ -87,15 +84,12 @@ def pareto_view(df: pd.DataFrame, cells: list[dict], variants: list[str], cost) 
 def capacity_view(cells: list[dict], variants: list[str], baseline: str) -> list[dict]:
     words = {FASTER: "higher", SLOWER: "lower"}
 
-    def show(x, digits=1):
-        return "–" if x is None else f"{x:.{digits}f}"
-
     return [
         {
             "where": f"{r.stack} / {r.model}",
             "variant": r.variant,
             "boots": "; ".join(r.boots),
-            "mean": show(r.mean, 2),
+            "mean": fmt.number(r.mean, 2),
             "delta": "" if r.delta_pct is None else f"{r.delta_pct:+.1f} %",
             "ci": "" if r.ci_low is None else f"[{r.ci_low:+.1f}, {r.ci_high:+.1f}] %",
             "verdict": words.get(r.verdict, r.verdict),

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-NONE = "—"
+from servesweep import fmt
+
+NONE = fmt.MISSING
 
 
 def links_text(links: dict[str, str] | None) -> str:

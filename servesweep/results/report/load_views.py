@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from servesweep.loads import level_key
+from servesweep import fmt
+from servesweep.level import level_key
 
 # (column in summary.csv, heading, digits)
 COLUMNS = [
@@ -25,12 +26,6 @@ COLUMNS = [
     ("goodput_output_throughput", "goodput tok/s", 1),
     ("prefix_cache_hit_rate", "prefix-cache hits", 3),
 ]
-
-
-def _fmt(value, digits: int) -> str:
-    if value is None or pd.isna(value):
-        return "–"
-    return f"{value:.{digits}f}" if digits else f"{value:.0f}"
 
 
 def load_table(summary: pd.DataFrame, variants: list[str]) -> dict | None:
@@ -53,7 +48,7 @@ def load_table(summary: pd.DataFrame, variants: list[str]) -> dict | None:
         valid = g[g["valid"]]
         use = valid if len(valid) else g
         short = "rate_short" in g and g["rate_short"].astype(str).str.lower().eq("true").any()
-        cells = [_fmt(pd.to_numeric(use[c], errors="coerce").mean(), d) for c, _, d in cols]
+        cells = [fmt.number(pd.to_numeric(use[c], errors="coerce").mean(), d) for c, _, d in cols]
         rows.append(
             {
                 "where": f"{stack} / {model}",

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import pandas as pd
 from matplotlib.figure import Figure
 
-from servesweep.loads import level_key, parse_level
+from servesweep.level import level_key, parse_value
 from servesweep.results.report.plots import _png
 
 
@@ -72,7 +72,7 @@ def pareto_points(
                 stack,
                 model,
                 variant,
-                parse_level(level),
+                parse_value(level),
                 1000 / tpot,
                 per_gpu,
                 n,

@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 
-from servesweep.loads import level_key, parse_level
+from servesweep.level import level_key, parse_value
 from servesweep.results.judge.verdicts import level_stats
 
 
@@ -53,7 +53,7 @@ def metric_plot(
     df = summary[summary["level"].notna() & summary["valid"]].copy()
     if df.empty or column not in df:
         return None
-    df["level"] = df["level"].map(parse_level)
+    df["level"] = df["level"].map(parse_value)
     rate = "load" in df and (df["load"] == "rate").any()
     at = inf_position(df["level"].unique())
     several = df[["stack", "model"]].drop_duplicates().shape[0] > 1

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from servesweep.loads import parse_level
+from servesweep.level import parse_value
 
 KEY = ["stack", "model", "variant"]
 
@@ -46,7 +46,7 @@ def level_means(df: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     for (stack, model, variant, level), g in level_groups(df):
         status, cause = status_of(g)
         ok = g[g["status"] == "ok"]
-        row = {"stack": stack, "model": model, "variant": variant, "level": parse_level(level)}
+        row = {"stack": stack, "model": model, "variant": variant, "level": parse_value(level)}
         row |= {"status": status, "cause": cause, "n": len(ok), "repeats": len(g)}
         for m in metrics:
             vals = pd.to_numeric(ok[m], errors="coerce") if m in ok else pd.Series([], dtype=float)

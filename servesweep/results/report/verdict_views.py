@@ -10,7 +10,8 @@ import math
 
 import pandas as pd
 
-from servesweep.loads import parse_level
+from servesweep import fmt
+from servesweep.level import parse_value
 from servesweep.results.judge.stats import PRACTICAL_MAX_BOOTS
 from servesweep.results.judge.verdicts import (
     FASTER,
@@ -49,12 +50,12 @@ def _num(v) -> float:
 
 
 def _pct(v: float) -> str:
-    return "—" if math.isnan(v) else f"{v:+.1f} %"
+    return fmt.MISSING if math.isnan(v) else f"{v:+.1f} %"
 
 
 def _mean_text(mean: float, low: float, high: float) -> str:
     if math.isnan(mean):
-        return "—"
+        return fmt.MISSING
     if math.isnan(low):
         return f"{mean:.1f}"
     return f"{mean:.1f} ± {(high - low) / 2:.1f}"
@@ -90,9 +91,9 @@ def verdict_tables(
     """Per stack × model: variant × level of output tok/s, Δ % vs the baseline with its
     interval, and the verdict."""
     df = summary[summary["level"].notna()].copy()
-    df["level"] = df["level"].map(parse_level)
+    df["level"] = df["level"].map(parse_value)
     v = verdicts[(verdicts["metric"] == HEADLINE_METRIC) & (verdicts["kind"] == "variant")]
-    by = {(r.stack, r.model, r.variant, parse_level(r.level)): r for r in v.itertuples(index=False)}
+    by = {(r.stack, r.model, r.variant, parse_value(r.level)): r for r in v.itertuples(index=False)}
     tables = []
     for stack in stacks:
         for model in df.loc[df["stack"] == stack, "model"].drop_duplicates():
@@ -103,11 +104,11 @@ def verdict_tables(
                 cells = []
                 for level in levels:
                     here = sub[(sub["variant"] == variant) & (sub["level"] == level)]
-                    cell = _level_cell(here) if len(here) else {"text": "—", "n": 0}
+                    cell = _level_cell(here) if len(here) else {"text": fmt.MISSING, "n": 0}
                     cell["noisy"] = (cell.get("noisy_cv") or 0) > noise_cv
-                    length = (accept or {}).get((stack, model, variant, parse_level(level)))
+                    length = (accept or {}).get((stack, model, variant, parse_value(level)))
                     cell["accept"] = None if length is None else f"{length:.2f}"
-                    c = by.get((stack, model, variant, parse_level(level)))
+                    c = by.get((stack, model, variant, parse_value(level)))
                     if c is not None:
                         cell.update(
                             delta=_pct(_num(c.delta_pct)),
@@ -151,7 +152,7 @@ def verdict_lines(
             hit = rows[rows["verdict"] == verdict].sort_values("level")
             if hit.empty:
                 continue
-            levels = [parse_level(x) for x in hit["level"]]
+            levels = [parse_value(x) for x in hit["level"]]
             deltas = [_num(x) for x in hit["delta_pct"]]
             if verdict in (FASTER, SLOWER):
                 lo, hi = min(deltas), max(deltas)
@@ -172,15 +173,15 @@ def stack_tables(verdicts: pd.DataFrame) -> list[dict]:
     v = verdicts[(verdicts["metric"] == HEADLINE_METRIC) & (verdicts["kind"] == "stack")]
     out = []
     for (stack, ref, model), rows in v.groupby(["stack", "compared_stack", "model"], sort=False):
-        levels = sorted(parse_level(x) for x in rows["level"].unique())
+        levels = sorted(parse_value(x) for x in rows["level"].unique())
         table = []
         for variant, vrows in rows.groupby("variant", sort=False):
-            by = {parse_level(r.level): r for r in vrows.itertuples(index=False)}
+            by = {parse_value(r.level): r for r in vrows.itertuples(index=False)}
             cells = []
             for level in levels:
                 r = by.get(level)
                 if r is None:
-                    cells.append({"text": "—", "cls": ""})
+                    cells.append({"text": fmt.MISSING, "cls": ""})
                     continue
                 interval = (
                     ""
@@ -212,7 +213,7 @@ def resolve_hints(verdicts: pd.DataFrame, resolve_pct: float) -> list[str]:
         if math.isnan(width) or width <= resolve_pct:
             continue  # resolved: no change larger than ±resolve_pct
         versus = r.compared_variant if r.kind == "variant" else r.compared_stack
-        where = f"{r.stack} / {r.model} / {r.variant} vs {versus} at {parse_level(r.level)}"
+        where = f"{r.stack} / {r.model} / {r.variant} vs {versus} at {parse_value(r.level)}"
         spread = f"CV {100 * _num(r.cv):.1f} % / {100 * _num(r.cv_ref):.1f} %, {int(r.n)} boots"
         if pd.isna(r.repeats_needed) or int(r.repeats_needed) > PRACTICAL_MAX_BOOTS:
             hints.append(

@@ -8,7 +8,10 @@ import math
 
 import pandas as pd
 
-from servesweep.loads import parse_level
+from servesweep.fmt import MISSING
+from servesweep.fmt import size as fmt_bytes
+from servesweep.fmt import value as fmt
+from servesweep.level import parse_value
 from servesweep.results.collect.cells import STACK_FIELDS
 from servesweep.results.judge.stats import describe
 from servesweep.results.report.gpu_views import link_rows
@@ -30,25 +33,6 @@ LATENCY_COLS = [
     ("ITL p90", "p90_itl_ms"),
     ("ITL p99", "p99_itl_ms"),
 ]
-
-
-def fmt(v, nd=1) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, float):
-        return f"{v:.{nd}f}"
-    return str(v)
-
-
-def fmt_bytes(n) -> str:
-    if n is None:
-        return "—"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return ""
 
 
 def where(c) -> str:
@@ -73,7 +57,9 @@ def group_tables(df: pd.DataFrame, variants: list[str]) -> list[dict]:
         for v in [x for x in variants if x in set(m["variant"])]:
             for r in m[m["variant"] == v].sort_values("level").to_dict("records"):
                 ok = r["status"] == "ok"
-                state = "" if ok else (f"failed ({r['cause']})" if r["status"] == "failed" else "—")
+                state = (
+                    "" if ok else (f"failed ({r['cause']})" if r["status"] == "failed" else MISSING)
+                )
                 values = [fmt(r[k]) if ok else "" for k in (c for _, c in LATENCY_COLS)]
                 lat.append({"variant": v, "level": r["level"], "state": state, "values": values})
                 target = r["level"]
@@ -120,7 +106,7 @@ def boot_costs(cells: list[dict], variants: list[str]) -> list[dict]:
                 "boots": len(boots),
                 "ok": sum(c.get("status") == "ok" for c in boots),
                 "boot": _mean_pm(d),
-                "capture": "—" if not capture.n else f"{capture.mean:.1f}",
+                "capture": MISSING if not capture.n else f"{capture.mean:.1f}",
                 "kv_tokens": ", ".join(f"{k:,}" for k in kv) or "—",
                 "per_boot": "; ".join(_boot_line(c) for c in sorted(boots, key=_repeat)),
             }
@@ -150,7 +136,7 @@ def _boot_line(cell: dict) -> str:
 
 def _mean_pm(d) -> str:
     if not d.n:
-        return "—"
+        return MISSING
     return f"{d.mean:.1f}" + (f" ± {d.half_width:.1f}" if d.n > 1 else "")
 
 
@@ -166,7 +152,7 @@ def validity_rows(df: pd.DataFrame) -> list[dict]:
             {
                 "where": where(r),
                 "boot": f"r{int(r['repeat'])}",
-                "level": parse_level(r["level"]),
+                "level": parse_value(r["level"]),
                 "in_boot": int(r["in_boot"]) if pd.notna(r.get("in_boot")) else 0,
                 "reasons": reasons if isinstance(reasons, str) else "",
                 "recomputed": f"from metrics v{recomputed}" if pd.notna(recomputed) else "",
@@ -182,7 +168,7 @@ def _gpus_text(gpus) -> str:
         except ValueError:
             return gpus
     if not gpus:
-        return "—"
+        return MISSING
     names = ordered(f"{g.get('name')} ({g.get('memory_total_mib')} MiB)" for g in gpus)
     return ", ".join(f"{len(gpus)} × {n}" if len(names) == 1 else n for n in names)
 
@@ -226,7 +212,7 @@ def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
         )
         seen.add((*_key(c), c.get("repeat", 0), f.get("level")))
     for r in df[df["status"] == "failed"].to_dict("records"):
-        lv = parse_level(r["level"]) if pd.notna(r["level"]) else None
+        lv = parse_value(r["level"]) if pd.notna(r["level"]) else None
         if (*_key(r), int(r["repeat"]), lv) in seen:
             continue
         out.append(

@@ -27,7 +27,10 @@ from servesweep.bench import sse as cw
 from servesweep.bench.client import ClientSettings, generate_once, run_level
 from servesweep.bench.metrics import itl_gaps
 from servesweep.bench.sse import parse_stream
-from servesweep.workloads.basic import Prompt, count_tokens, random_prompts, sharegpt_prompts
+from servesweep.level import Level
+from servesweep.workloads.base import Prompt, count_tokens
+from servesweep.workloads.random_tokens import random_prompts
+from servesweep.workloads.sharegpt import sharegpt_prompts
 
 TWO_CORES = {0, 1} <= os.sched_getaffinity(0)
 
@@ -68,7 +71,9 @@ def run(server, tmp_path, script, ps, concurrency, warmup=0, **settings):
     settings = ClientSettings(server.url, **settings)
     path = tmp_path / "requests.jsonl"
     with client_core():
-        summary = run_level(settings, ps, concurrency, warmup, path, concurrency, 0)
+        summary = run_level(
+            settings, ps, concurrency, warmup, path, Level("concurrency", concurrency), 0
+        )
     records = [json.loads(line) for line in path.read_text().splitlines()]
     return summary, records, {t["prompt"]: t for t in server.truth()}
 
@@ -251,7 +256,7 @@ def test_error_rate_fails_level(server, tmp_path):
         4,
         0,
         tmp_path / "r.jsonl",
-        4,
+        Level("concurrency", 4),
         0,
         error_rate_threshold=0.8,
     )
@@ -292,7 +297,9 @@ def test_disconnect(server, tmp_path):
 
 def test_connection_refused_does_not_raise(tmp_path):
     settings = ClientSettings("http://127.0.0.1:9")  # nothing listens on the discard port
-    summary = run_level(settings, prompts(3, 2), 2, 0, tmp_path / "r.jsonl", 2, 0)
+    summary = run_level(
+        settings, prompts(3, 2), 2, 0, tmp_path / "r.jsonl", Level("concurrency", 2), 0
+    )
     assert summary["status"] == "failed" and summary["errors"] == {"connect": 3}
 
 
@@ -340,7 +347,7 @@ def raw_level(srv, tmp_path, n, concurrency=1):
         concurrency,
         0,
         tmp_path / "r.jsonl",
-        concurrency,
+        Level("concurrency", concurrency),
         0,
     )
     return summary, [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from servesweep.bench import metrics as m
+from servesweep.level import Level
 
 
 def rec(index, sent_s, ttft_ms, gaps_ms=(), tokens=None, ok=True, warmup=False, tail_ms=0, **kw):
@@ -145,7 +146,9 @@ def level_records(n=8, concurrency=2):
 
 def test_summarize_level():
     recs = level_records()
-    s = m.level_summary(recs, level=2, repeat=1, client_cpu_s=0.2, client_cpu_share=0.04)
+    s = m.level_summary(
+        recs, level=Level("concurrency", 2), repeat=1, client_cpu_s=0.2, client_cpu_share=0.04
+    )
     assert (s["level"], s["repeat"], s["status"], s["cause"]) == (2, 1, "ok", None)
     assert (s["num_prompts"], s["warmup"], s["completed"], s["failed"]) == (8, 1, 8, 0)
     assert s["duration_s"] == pytest.approx(4.0)
@@ -172,7 +175,7 @@ def test_summarize_level():
 def test_summarize_excludes_warmup_and_failures_from_latencies():
     recs = level_records()
     recs.append(rec(99, 0.5, 5000, [1], ok=False))  # a failure with absurd numbers
-    s = m.level_summary(recs, level=2, repeat=0)
+    s = m.level_summary(recs, level=Level("concurrency", 2), repeat=0)
     assert s["median_ttft_ms"] == 50.0  # the warmup's 7 ms and the failure's 5 s do not count
     assert s["mean_ttft_ms"] == 50.0
     assert s["failed"] == 1 and s["errors"] == {"http_500": 1}
@@ -181,7 +184,7 @@ def test_summarize_excludes_warmup_and_failures_from_latencies():
 def test_client_bound_when_concurrency_not_held():
     # Target 4, but the client only ever kept 2 in flight.
     recs = level_records(concurrency=2)
-    s = m.level_summary(recs, level=4, repeat=0)
+    s = m.level_summary(recs, level=Level("concurrency", 4), repeat=0)
     assert s["steady_window_s"] is None  # 4 were never in flight
     # Mean in flight from the first send (0.1 s) to the last (3.1 s).
     assert s["achieved_concurrency"] == pytest.approx(2.0)
@@ -189,12 +192,14 @@ def test_client_bound_when_concurrency_not_held():
     # Reached, but not held: 4 in flight for the first second, then 2.
     recs = [rec(i, 0.0, 50, [100] * 9, tail_ms=50) for i in range(4)]
     recs += [rec(4 + i, 1.0 + (i // 2), 50, [100] * 9, tail_ms=50) for i in range(6)]
-    s = m.level_summary(recs, level=4, repeat=0)
+    s = m.level_summary(recs, level=Level("concurrency", 4), repeat=0)
     assert s["steady_window_s"] == pytest.approx(3.0)
     assert s["achieved_concurrency"] == pytest.approx((4 + 2 + 2) / 3, abs=1e-3)
     assert s["client_bound"] is True
     # A saturated client worker counts too.
-    s = m.level_summary(level_records(), level=2, repeat=0, client_cpu_share=0.95)
+    s = m.level_summary(
+        level_records(), level=Level("concurrency", 2), repeat=0, client_cpu_share=0.95
+    )
     assert s["client_bound"] is True
 
 
@@ -203,7 +208,7 @@ def test_drain_does_not_make_a_perfect_client_client_bound():
     # 10 s. The whole level's mean in flight is far under 2, the steady window's is 2.
     recs = [rec(i, float(i // 2), 50, [100] * 9, tail_ms=50) for i in range(5)]
     recs.append(rec(5, 2.0, 50, [1000] * 9, tail_ms=950))
-    s = m.level_summary(recs, level=2, repeat=0)
+    s = m.level_summary(recs, level=Level("concurrency", 2), repeat=0)
     assert s["achieved_concurrency"] == pytest.approx(2.0)
     assert s["concurrency"] == pytest.approx(15.0 / 12.0)
     assert s["client_bound"] is False
@@ -212,7 +217,7 @@ def test_drain_does_not_make_a_perfect_client_client_bound():
 def test_all_requests_at_once_has_no_steady_window():
     # num_prompts == level: everything is sent at once, then the level only drains.
     recs = [rec(i, 0.001 * i, 50, [100] * 9, tail_ms=50) for i in range(4)]
-    s = m.level_summary(recs, level=4, repeat=0)
+    s = m.level_summary(recs, level=Level("concurrency", 4), repeat=0)
     assert s["steady_window_s"] is None and s["steady_output_throughput"] is None
     assert s["achieved_concurrency"] is None
     assert s["concurrency"] == pytest.approx(4.0, abs=0.02)
@@ -222,19 +227,21 @@ def test_all_requests_at_once_has_no_steady_window():
 def test_error_rate_fails_level():
     recs = [rec(i, i * 0.1, 10, [5]) for i in range(4)]
     recs += [rec(4 + i, 0.05 + i * 0.1, 10, ok=False, error="http_500") for i in range(5)]
-    s = m.level_summary(recs, level=1, repeat=0)
+    s = m.level_summary(recs, level=Level("concurrency", 1), repeat=0)
     assert (s["status"], s["cause"]) == ("failed", "http_errors")
     assert s["errors"] == {"http_500": 5}
-    s = m.level_summary(recs, level=1, repeat=0, error_rate_threshold=0.6)
+    s = m.level_summary(recs, level=Level("concurrency", 1), repeat=0, error_rate_threshold=0.6)
     assert s["status"] == "ok"
 
 
 def test_stalled_level_is_hung():
-    s = m.level_summary(level_records(), level=2, repeat=0, stalled=True)
+    s = m.level_summary(level_records(), level=Level("concurrency", 2), repeat=0, stalled=True)
     assert (s["status"], s["cause"]) == ("failed", "hung")
 
 
 def test_retokenized_mismatch_counted():
     recs = level_records()
     recs[3]["output_tokens"] = 12  # 10 chunks that retokenize to 10
-    assert m.level_summary(recs, level=2, repeat=0)["retokenized_mismatch"] == 1
+    assert (
+        m.level_summary(recs, level=Level("concurrency", 2), repeat=0)["retokenized_mismatch"] == 1
+    )

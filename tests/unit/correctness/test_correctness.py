@@ -32,14 +32,14 @@ from servesweep.correctness.compare import (
     compare_modes,
     compare_records,
     csv_rows,
-    must_match_exactly,
     sweep_rows,
     write_csv,
 )
 from servesweep.server.engines import get_engine
 from servesweep.server.process import ServerProcess, free_port
 from servesweep.server.readiness import wait_ready
-from servesweep.workloads.basic import load_tokenizer
+from servesweep.sweep.config import must_match_exactly
+from servesweep.workloads.base import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[3]
 FAULT_SERVER = ROOT / "tests" / "fixtures" / "fault_server.py"

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from servesweep.capacity import search as probes
-from servesweep.capacity.compare import capacity_comparisons, capacity_rows
+from servesweep.capacity.goodput import goodput, request_meets_slo
 from servesweep.results.collect.derived import prefix_cache_hit_rate
-from servesweep.results.collect.goodput import goodput, meets
+from servesweep.results.judge.capacity import capacity_comparisons, capacity_rows
 from servesweep.results.report.pareto import frontier, pareto_points
 
 
@@ -40,7 +40,7 @@ def test_goodput_by_hand():
     assert g.slo_met_share == pytest.approx(3 / 6, abs=1e-4)
     assert g.goodput_request_rate == 1.5
     assert g.goodput_output_throughput == (10 + 10 + 1) / 2
-    assert not meets(_r(10, 10, 501), {"e2e_ms": 500})
+    assert not request_meets_slo(_r(10, 10, 501), {"e2e_ms": 500})
 
 
 def test_bracket_and_probes_by_hand():
@@ -58,8 +58,10 @@ def test_bracket_and_probes_by_hand():
     assert probes.bracket({1: True, 4: False, 16: True, 64: False}) == (1, 4)
     assert probes.bracket({4: True, 16: True, 64: False, math.inf: True}) == (16, 64)
     summary = {"status": "ok", "client_bound": False}
-    assert probes.meets(summary, 0.9, 0.9) and not probes.meets(summary, 0.89, 0.9)
-    assert not probes.meets({**summary, "rate_short": True}, 1.0, 0.9)
+    assert probes.level_meets_slo(summary, 0.9, 0.9) and not probes.level_meets_slo(
+        summary, 0.89, 0.9
+    )
+    assert not probes.level_meets_slo({**summary, "rate_short": True}, 1.0, 0.9)
 
 
 def _cell(variant, repeat, value, low, high):

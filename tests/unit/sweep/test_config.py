@@ -7,6 +7,7 @@ import pytest
 import yaml
 from fixtures.configs import BAD_CONFIGS, base_config
 
+from servesweep.level import Level
 from servesweep.server.engines import flags_to_args
 from servesweep.sweep.config import ConfigError, load, load_file, spec_hash, spec_json
 
@@ -40,15 +41,15 @@ def test_defaults_are_filled():
     assert sweep.server["host"] == "127.0.0.1"
     assert sweep.server["port"] == "auto"
     assert sweep.benchmark["workload"]["output_tokens"] == 16
-    assert sweep.num_prompts(1) == 20  # min
-    assert sweep.num_prompts(256) == 256
+    assert sweep.num_prompts(Level.parse(1)) == 20  # min
+    assert sweep.num_prompts(Level.parse(256)) == 256
 
 
 def test_num_prompts_rule():
     config = base_config()
     config["benchmark"]["num_prompts"] = {"per_level": 5, "min": 50, "max": 3000}
     sweep = load(config)
-    assert [sweep.num_prompts(lv) for lv in (1, 10, 256, 1024)] == [50, 50, 1280, 3000]
+    assert [sweep.num_prompts(Level.parse(lv)) for lv in (1, 10, 256, 1024)] == [50, 50, 1280, 3000]
 
 
 def test_synthetic_without_parameters_means_defaults():

@@ -4,8 +4,9 @@ token counts under a real byte-level BPE."""
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from servesweep.workloads.basic import count_tokens
-from servesweep.workloads.shaped import ranged_prompts, shared_prefix_prompts
+from servesweep.workloads import shared_prefix
+from servesweep.workloads.base import count_tokens
+from servesweep.workloads.random_tokens import ranged_prompts
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def bpe():
 
 def test_shared_prefix_groups(bpe):
     workload = {"groups": 3, "prefix_tokens": 40, "input_tokens": 12, "output_tokens": 8}
-    ps = shared_prefix_prompts(bpe, 12, workload, seed=2)
+    ps = shared_prefix.prompts(bpe, 12, workload, seed=2)
     heads = [p.text.split("\n", 1)[0] for p in ps]
     # Request i is in group i mod 3: three distinct 40-token prefixes, each shared by 4.
     assert len(set(heads)) == 3
@@ -33,7 +34,7 @@ def test_shared_prefix_groups(bpe):
     assert len({p.text for p in ps}) == 12
     assert all(p.input_tokens == count_tokens(bpe, p.text) for p in ps)
     assert all(40 + 12 <= p.input_tokens <= 40 + 12 + 2 for p in ps)  # + the newline
-    assert ps == shared_prefix_prompts(bpe, 12, workload, seed=2)
+    assert ps == shared_prefix.prompts(bpe, 12, workload, seed=2)
 
 
 def test_length_range(bpe):

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from servesweep.loads import level_key, parse_level
+from servesweep import fmt
+from servesweep.level import level_key, parse_value
 from servesweep.results.judge import stats
 from servesweep.results.judge.verdicts import Comparison, verdict_of
 
@@ -34,7 +35,7 @@ class CapacityRow(NamedTuple):
 
 
 def _boot_text(repeat: int, cap: dict) -> str:
-    low = "–" if cap.get("low") is None else level_key(cap["low"])
+    low = fmt.MISSING if cap.get("low") is None else level_key(cap["low"])
     high = "∞" if cap.get("high") is None else level_key(cap["high"])
     value = "none" if cap.get("value") is None else level_key(cap["value"])
     unsure = cap.get("client_bound_levels") or []
@@ -48,9 +49,9 @@ def bracket_range(mine: list[tuple[int, dict]], ref: list[tuple[int, dict]]):
     top (every level met the SLO) allows any increase."""
 
     def bounds(boots):
-        lows = [float(parse_level(c["low"])) for _, c in boots if c.get("low") is not None]
+        lows = [float(parse_value(c["low"])) for _, c in boots if c.get("low") is not None]
         highs = [c.get("high") for _, c in boots]
-        top = math.inf if None in highs else max(float(parse_level(h)) for h in highs)
+        top = math.inf if None in highs else max(float(parse_value(h)) for h in highs)
         return (min(lows) if lows else 0.0), top
 
     low, high = bounds(mine)
@@ -69,9 +70,9 @@ def capacity_rows(cells: list[dict], variants: list[str], baseline: str) -> list
             found.setdefault(key, []).append((c.get("repeat", 0), cap))
     values = {
         key: [
-            float(parse_level(cap["value"]))
+            float(parse_value(cap["value"]))
             for _, cap in boots
-            if cap.get("value") is not None and math.isfinite(float(parse_level(cap["value"])))
+            if cap.get("value") is not None and math.isfinite(float(parse_value(cap["value"])))
         ]
         for key, boots in found.items()
     }

@@ -2,7 +2,8 @@
 met every configured target, and the requests and output tokens per second of those that
 did, over the level's duration (vLLM's `--goodput`, MLPerf's server scenario).
 
-Judged in collect from the stored requests, so changing `slo:` reruns no cell."""
+Judged in collect from the stored requests, so changing `slo:` reruns no cell; the capacity
+search (servesweep.capacity.run) judges its levels the same way while the boot runs."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class Goodput(NamedTuple):
     goodput_output_throughput: float | None  # their output tokens / duration_s
 
 
-def meets(record: dict, slo: dict) -> bool:
+def request_meets_slo(record: dict, slo: dict) -> bool:
     """A completed request meets the SLO when each target bounds its value. A one-token
     output has no TPOT, which no TPOT target can fail (as in vLLM)."""
     if not record.get("ok"):
@@ -39,7 +40,7 @@ def meets(record: dict, slo: dict) -> bool:
 
 def goodput(records: list[dict], slo: dict, duration_s: float | None) -> Goodput:
     measured = [r for r in records if not r.get("warmup")]
-    good = [r for r in measured if meets(r, slo)]
+    good = [r for r in measured if request_meets_slo(r, slo)]
     tokens = sum(r.get("output_tokens") or 0 for r in good)
     share = len(good) / len(measured) if measured else None
     per = (lambda x: round(x / duration_s, 4)) if duration_s else (lambda x: None)

@@ -1,66 +1,30 @@
-"""Load levels: a concurrency (closed loop, the default) or a request rate (open loop).
+"""The open loop's arithmetic (docs/load_modes.md): when a rate level's requests are due, and
+how well the client kept to it.
 
-A sweep's levels are all of one kind: `benchmark.levels` (concurrencies) or
-`benchmark.rate` (requests per second, `inf` = all at once). A rate level's arrivals are a
-seeded schedule: gaps drawn from a gamma distribution of mean 1 / rate and shape
-`burstiness` (1: exponential, i.e. Poisson arrivals; under 1 burstier, over 1 steadier),
-as `vllm bench serve --request-rate --burstiness`. docs/load_modes.md has the definitions.
-"""
+A rate level's arrivals are a seeded schedule: gaps drawn from a gamma distribution of mean
+1 / rate and shape `burstiness` (1: exponential, i.e. Poisson arrivals; under 1 burstier,
+over 1 steadier), as `vllm bench serve --request-rate --burstiness`. The settings
+(`Arrival`) are resolved with the sweep (servesweep.sweep.config.arrival)."""
 
 from __future__ import annotations
 
-import math
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
-INF = math.inf
+from servesweep.level import INF
+
 LATE_FLOOR_S = 0.005  # a send later than max(this, LATE_GAP_SHARE x mean gap) is late
 LATE_GAP_SHARE = 0.25
 RATE_SHORT_RATIO = 0.95  # achieved / scheduled rate under this: the level fell short
 LATE_SHARE_LIMIT = 0.05  # … or more than this share of its requests were late
 
 
-class Arrival(NamedTuple):
-    """How a rate level's requests are spread in time."""
+class Arrival(Protocol):
+    """What the schedule needs of the arrival settings (servesweep.sweep.config.Arrival)."""
 
-    distribution: str  # "poisson" | "gamma"
     burstiness: float  # the gamma shape; 1 for poisson
     seed: int
-
-
-def parse_level(value) -> float | int:
-    """A configured or recorded level as a number: `inf` (any spelling) as math.inf."""
-    if isinstance(value, str):
-        if value.strip().lower() in ("inf", "infinity", "+inf"):
-            return INF
-        number = float(value)
-        return int(number) if number.is_integer() else number
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def level_key(value) -> str:
-    """The level as the workflow names it (file names, spec keys): 4, 0.5, inf."""
-    v = parse_level(value)
-    if v == INF:
-        return "inf"
-    return str(v)
-
-
-def level_json(value):
-    """The level as written into JSON records (no bare Infinity)."""
-    v = parse_level(value)
-    return "inf" if v == INF else v
-
-
-def arrival(bench: dict) -> Arrival:
-    """The benchmark's arrival settings, defaults filled (poisson, burstiness 1, seed 0)."""
-    a = bench.get("arrival") or {}
-    dist = a.get("distribution", "poisson")
-    burst = float(a.get("burstiness", 1.0)) if dist == "gamma" else 1.0
-    return Arrival(dist, burst, int(a.get("seed", 0)))
 
 
 def schedule(n: int, rate: float, how: Arrival, salt: int = 0) -> np.ndarray:
@@ -135,15 +99,6 @@ def rate_figures(measured: list[dict], rate: float) -> RateFigures:
         int(held.sum()),
         bool(short),
     )
-
-
-def num_prompts(rule: dict, value) -> int:
-    """Measured requests of a level: clamp(per_level × level, min, max). A rate level counts
-    per_level × rate (per_level seconds of arrivals); an `inf` rate takes `min`."""
-    v = parse_level(value)
-    if v == INF:
-        return rule["min"]
-    return max(rule["min"], min(rule["max"], int(round(rule["per_level"] * v))))
 
 
 def _r(x, digits: int = 4):

@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 from fixtures.sse_server import ServerProcess
 
-from servesweep import loads
+from servesweep.bench import arrivals
 from servesweep.bench.client import ClientSettings, run_level
-from servesweep.workloads.basic import Prompt
+from servesweep.level import INF, Level, num_prompts
+from servesweep.sweep.config import Arrival
+from servesweep.workloads.base import Prompt
 
 
 def test_poisson_schedule_has_exponential_gaps_and_is_seeded():
-    how = loads.Arrival("poisson", 1.0, 7)
-    s = loads.schedule(20001, 50.0, how, salt=3)
+    how = Arrival("poisson", 1.0, 7)
+    s = arrivals.schedule(20001, 50.0, how, salt=3)
     gaps = np.diff(s)
     assert s[0] == 0.0
     # Exponential gaps of mean 1/50 s: mean 20 ms, CV 1 (standard error ~0.7 % at n=20000).
@@ -22,38 +24,44 @@ def test_poisson_schedule_has_exponential_gaps_and_is_seeded():
     assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.03)
     # P(gap > mean) = e^-1 for an exponential.
     assert (gaps > 0.02).mean() == pytest.approx(math.exp(-1), abs=0.01)
-    assert np.array_equal(s, loads.schedule(20001, 50.0, how, salt=3))
+    assert np.array_equal(s, arrivals.schedule(20001, 50.0, how, salt=3))
     # The schedule's own rate is the target exactly, however short it is.
     for n in (3, 20, 91):
-        short = loads.schedule(n, 45.3, how, salt=n)
+        short = arrivals.schedule(n, 45.3, how, salt=n)
         assert (n - 1) / short[-1] == pytest.approx(45.3, rel=1e-12)
-    assert not np.array_equal(s, loads.schedule(20001, 50.0, how, salt=4))
+    assert not np.array_equal(s, arrivals.schedule(20001, 50.0, how, salt=4))
 
 
 def test_gamma_burstiness_sets_the_spread_not_the_mean():
     # Gamma of shape k: CV = 1/sqrt(k). k = 0.25 -> CV 2; k = 4 -> CV 0.5.
     for k, cv in ((0.25, 2.0), (4.0, 0.5)):
-        gaps = np.diff(loads.schedule(40001, 10.0, loads.Arrival("gamma", k, 0)))
+        gaps = np.diff(arrivals.schedule(40001, 10.0, Arrival("gamma", k, 0)))
         assert gaps.mean() == pytest.approx(0.1, rel=0.04)
         assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.05)
 
 
 def test_inf_rate_sends_everything_at_once_and_is_never_late():
-    assert loads.schedule(5, loads.INF, loads.Arrival("poisson", 1, 0)).tolist() == [0.0] * 5
-    assert loads.late_threshold_s(loads.INF) == math.inf
-    assert loads.late_threshold_s(100) == 0.005  # max(5 ms, 2.5 ms)
-    assert loads.late_threshold_s(10) == 0.025  # a quarter of the 100 ms mean gap
+    assert arrivals.schedule(5, INF, Arrival("poisson", 1, 0)).tolist() == [0.0] * 5
+    assert arrivals.late_threshold_s(INF) == math.inf
+    assert arrivals.late_threshold_s(100) == 0.005  # max(5 ms, 2.5 ms)
+    assert arrivals.late_threshold_s(10) == 0.025  # a quarter of the 100 ms mean gap
 
 
 def test_level_keys():
-    assert [loads.level_key(v) for v in (4, 4.0, 0.5, "inf", math.inf)] == [
+    assert [Level.parse(v).key for v in (4, 4.0, 0.5, "inf", math.inf)] == [
         "4",
         "4",
         "0.5",
         "inf",
         "inf",
     ]
-    assert loads.level_json(math.inf) == "inf" and loads.level_json(2.0) == 2
+    assert Level.parse(math.inf).json == "inf" and Level.parse(2.0).json == 2
+    assert Level.parse(2.0, "rate") == Level("rate", 2) and str(Level("rate", 0.5)) == "0.5"
+    assert sorted([Level.parse("inf", "rate"), Level("rate", 4), Level("rate", 0.5)]) == [
+        Level("rate", 0.5),
+        Level("rate", 4),
+        Level("rate", INF),
+    ]
 
 
 def _req(sent, due, held=False):
@@ -64,7 +72,7 @@ def test_rate_figures_by_hand():
     # Due every 0.1 s (10/s); sends lag 1, 2, 3, 4, 40 ms. Late threshold: 25 ms.
     due = [0.0, 0.1, 0.2, 0.3, 0.4]
     lag = [0.001, 0.002, 0.003, 0.004, 0.040]
-    f = loads.rate_figures([_req(d + g, d) for d, g in zip(due, lag, strict=True)], 10.0)
+    f = arrivals.rate_figures([_req(d + g, d) for d, g in zip(due, lag, strict=True)], 10.0)
     assert f.scheduled_rate == pytest.approx(4 / 0.4)
     assert f.achieved_rate == pytest.approx(4 / (0.440 - 0.001), rel=1e-4)
     assert f.send_lag_p50_ms == pytest.approx(3.0)
@@ -73,7 +81,7 @@ def test_rate_figures_by_hand():
     # 1 late of 5 is over the 5 % limit: the client did not deliver the schedule.
     assert f.rate_short
     # The same lateness caused by the cap is not the client's: held, not short.
-    f = loads.rate_figures(
+    f = arrivals.rate_figures(
         [_req(d + g, d, held=(g > 0.03)) for d, g in zip(due, lag, strict=True)], 10.0
     )
     assert f.late_requests == 0 and f.held_requests == 1 and not f.rate_short
@@ -81,17 +89,17 @@ def test_rate_figures_by_hand():
 
 def test_num_prompts_for_rates():
     rule = {"per_level": 2, "min": 8, "max": 100}
-    assert loads.num_prompts(rule, 16) == 32
-    assert loads.num_prompts(rule, 0.5) == 8
-    assert loads.num_prompts(rule, 1000) == 100
-    assert loads.num_prompts(rule, "inf") == 8
+    assert num_prompts(rule, Level.parse(16)) == 32
+    assert num_prompts(rule, Level.parse(0.5)) == 8
+    assert num_prompts(rule, Level.parse(1000)) == 100
+    assert num_prompts(rule, Level.parse("inf")) == 8
 
 
 @pytest.mark.parametrize("rate", [20.0, 200.0])
 def test_client_sends_on_schedule(tmp_path, rate):
     n, warmup = 60, 2
     prompts = [Prompt(f"p{i}", 2, 4) for i in range(n + warmup)]
-    schedule = loads.schedule(n, rate, loads.Arrival("poisson", 1, 0)).tolist()
+    schedule = arrivals.schedule(n, rate, Arrival("poisson", 1, 0)).tolist()
     with ServerProcess({"ttft_ms": 5, "gap_ms": 2}) as srv:
         summary = run_level(
             ClientSettings(srv.url),
@@ -99,9 +107,8 @@ def test_client_sends_on_schedule(tmp_path, rate):
             concurrency=n,
             warmup=warmup,
             records_path=tmp_path / "r.jsonl",
-            level=rate,
+            level=Level("rate", rate),
             repeat=0,
-            rate=rate,
             schedule_s=schedule,
         )
         truth = {t["prompt"]: t for t in srv.truth()}
@@ -121,7 +128,7 @@ def test_cap_holds_requests_and_is_not_a_shortfall(tmp_path):
     # 10 req/s get through, every later one waits for the cap.
     n = 20
     prompts = [Prompt(f"p{i}", 2, 4) for i in range(n)]
-    schedule = loads.schedule(n, 100.0, loads.Arrival("poisson", 1, 1)).tolist()
+    schedule = arrivals.schedule(n, 100.0, Arrival("poisson", 1, 1)).tolist()
     with ServerProcess({"ttft_ms": 170, "gap_ms": 10}) as srv:
         summary = run_level(
             ClientSettings(srv.url),
@@ -129,9 +136,8 @@ def test_cap_holds_requests_and_is_not_a_shortfall(tmp_path):
             concurrency=2,
             warmup=0,
             records_path=tmp_path / "r.jsonl",
-            level=100,
+            level=Level("rate", 100),
             repeat=0,
-            rate=100.0,
             schedule_s=schedule,
         )
     assert summary["completed"] == n
@@ -153,7 +159,7 @@ def test_rate_sweep_spec_names_rates_and_arrival():
     from servesweep.sweep.config import load
 
     sweep = load(_rate_config(arrival={"distribution": "gamma", "burstiness": 0.5}))
-    assert sweep.load_kind == "rate" and sweep.levels == [0.5, 4, math.inf]
+    assert sweep.load_kind == "rate" and [lv.value for lv in sweep.levels] == [0.5, 4, math.inf]
     bench = sweep.spec("cpu", "tiny", "baseline")["benchmark"]
     assert bench["rate"] == [0.5, 4, "inf"]
     assert bench["arrival"] == {"distribution": "gamma", "burstiness": 0.5, "seed": 0}

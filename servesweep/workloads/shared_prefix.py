@@ -1,0 +1,36 @@
+"""Workload kind `shared_prefix` (docs/load_modes.md): prompts in groups that share a prefix,
+which exercises prefix / radix caching. Seeded like the random kind, with exact token
+counts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from servesweep.workloads.base import Prompt, count_tokens
+from servesweep.workloads.random_tokens import lengths, random_prompts, ranged_prompts
+
+
+def prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:
+    """n prompts in `groups` groups: request i belongs to group i mod groups and starts
+    with that group's `prefix_tokens`-token prefix, followed by its own `input_tokens`
+    random tokens (as SGLang's generated-shared-prefix dataset: a system prompt, then a
+    question). A newline separates them, so their tokens do not merge; `input_tokens` of
+    each prompt is its whole length, counted."""
+    groups, prefix = workload["groups"], workload["prefix_tokens"]
+    heads = random_prompts(tokenizer, groups, prefix, 1, seed * 31 + 1)
+    rng = np.random.default_rng([seed, 2])
+    ratio = workload.get("range_ratio")
+    ins = lengths(rng, n, workload["input_tokens"], ratio)
+    outs = lengths(rng, n, workload["output_tokens"], ratio)
+    tails = ranged_prompts(
+        tokenizer, n, {**workload, "range_ratio": None, "input_tokens": max(ins)}, seed
+    )
+    out = []
+    for i in range(n):
+        tail_text = tails[i].text
+        if ins[i] < max(ins):
+            ids = tokenizer.encode(tail_text, add_special_tokens=False).ids[: ins[i]]
+            tail_text = tokenizer.decode(ids)
+        text = heads[i % groups].text + "\n" + tail_text
+        out.append(Prompt(text, count_tokens(tokenizer, text), outs[i]))
+    return out
