@@ -35,7 +35,7 @@ from fixtures.verdict_sim import (  # noqa: E402
 )
 from record import write_result  # noqa: E402
 
-from servesweep.results.judge import stats  # noqa: E402
+from servesweep import stats  # noqa: E402
 from servesweep.results.judge.verdicts import percentile_delta, welch_delta  # noqa: E402
 
 TRUTH = 0.10

@@ -31,7 +31,7 @@ LONGER_MODULES: dict[str, tuple[int, str]] = {}  # "servesweep/x.py": (cap, why)
 # resources (a cell's spec holds the server's command; the plan names the stacks'
 # interpreters), so server/ and resources/ sit below it although they run after it.
 LAYERS = [
-    ("servesweep", "jsonfile", "joblog", "level", "records", "fmt"),  # shared by every stage
+    ("servesweep", "jsonfile", "joblog", "level", "records", "fmt", "stats"),  # shared by all
     ("server", "server/engines"),  # one server process, and how each engine is driven
     ("resources",),  # stacks and models
     ("sweep",),  # the config, its cells and specs, the plan
@@ -42,6 +42,7 @@ LAYERS = [
     ("results", "results/collect"),  # records -> summary.csv
     ("results/judge",),  # summary -> verdicts.csv
     ("results/report",),  # -> report.html
+    ("hunt",),  # rounds of cells, decided from their verdicts
 ]
 
 # Run by the stack's own interpreter, a worker process or a detached watchdog: they must

@@ -9,8 +9,8 @@ from pathlib import Path
 from tabulate import tabulate
 
 from servesweep import CLIENT_VERSION
-from servesweep.results.judge.stats import PRACTICAL_MAX_BOOTS
 from servesweep.server.env import MULTICAST_OFF
+from servesweep.stats import PRACTICAL_MAX_BOOTS
 from servesweep.sweep.config import Sweep
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.plan import (

@@ -14,9 +14,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from servesweep import fmt
+from servesweep import fmt, stats
 from servesweep.level import level_key, parse_value
-from servesweep.results.judge import stats
 from servesweep.results.judge.verdicts import Comparison, verdict_of
 
 

@@ -24,8 +24,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from servesweep import stats
 from servesweep.level import parse_value
-from servesweep.results.judge import stats
 
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
 SMALL = "no meaningful change"  # significant, but inside the practical margin

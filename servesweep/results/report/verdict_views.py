@@ -12,7 +12,6 @@ import pandas as pd
 
 from servesweep import fmt
 from servesweep.level import parse_value
-from servesweep.results.judge.stats import PRACTICAL_MAX_BOOTS
 from servesweep.results.judge.verdicts import (
     FASTER,
     HEADLINE_METRIC,
@@ -22,6 +21,7 @@ from servesweep.results.judge.verdicts import (
     SMALL,
     level_stats,
 )
+from servesweep.stats import PRACTICAL_MAX_BOOTS
 
 # Template classes per verdict (colour).
 VERDICT_CLASS = {

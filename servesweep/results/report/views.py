@@ -13,9 +13,9 @@ from servesweep.fmt import size as fmt_bytes
 from servesweep.fmt import value as fmt
 from servesweep.level import parse_value
 from servesweep.results.collect.cells import STACK_FIELDS
-from servesweep.results.judge.stats import describe
 from servesweep.results.report.gpu_views import link_rows
 from servesweep.results.report.tables import KEY, level_means, ordered
+from servesweep.stats import describe
 from servesweep.sweep.layout import CELL_DIR
 
 # The manifest fields shown side by side: all collected ones but the stack's name, its

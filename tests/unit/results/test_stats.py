@@ -1,11 +1,11 @@
-"""servesweep.results.judge.stats against published values, not against itself."""
+"""servesweep.stats against published values, not against itself."""
 
 import math
 
 import numpy as np
 import pytest
 
-from servesweep.results.judge import stats
+from servesweep import stats
 
 
 @pytest.mark.parametrize(

@@ -240,7 +240,7 @@ def test_words_and_tables():
 
 
 def test_the_report_and_the_plan_share_one_practical_number_of_boots():
-    from servesweep.results.judge.stats import PRACTICAL_MAX_BOOTS
+    from servesweep.stats import PRACTICAL_MAX_BOOTS
     from servesweep.sweep import plan_text
 
     assert plan_text.PRACTICAL_MAX_BOOTS is PRACTICAL_MAX_BOOTS == 20
