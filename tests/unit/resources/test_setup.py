@@ -136,6 +136,24 @@ def test_causes_of_real_setup_errors(tmp_path):
     assert source.value.cause == "bad_source"
 
 
+@pytest.mark.parametrize(
+    "stack",
+    [
+        {"kind": "container", "image": "example/image:1", "runtime": "docker"},
+        {"kind": "conda", "env_file": "env.yaml"},
+        {"kind": "venv", "requirements": "r.txt", "installer": "uv"},
+    ],
+)
+def test_a_missing_tool_is_a_cause(tmp_path, monkeypatch, stack):
+    (tmp_path / "env.yaml").write_text("dependencies: [python]\n")
+    (tmp_path / "r.txt").write_text("\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no docker, conda or uv
+    with pytest.raises(StackError) as failed:
+        setup_stack("s", stack, tmp_path / "s")
+    assert failed.value.cause == "tool_missing"
+
+
 def test_a_cell_of_a_failed_stack_is_a_failed_result_without_a_launch(tmp_path):
     config = {
         "stacks": {"s": {"kind": "existing", "python": sys.executable}},
