@@ -60,8 +60,13 @@ def test_every_shape_ends_in_a_report(tmp_path, shape: Shape):
         assert {"one_failed": "nccl", "all_failed": "oom"}[shape.outcome] in failures
     if shape.variants == 1:
         assert "No variant to compare with its baseline." in html
-    if shape.load == "search" and shape.outcome != "all_failed":
+    if shape.load == "search":
         assert "Max load within the SLO" in html
+        searched = [b for b in boots if b.get("capacity")]
+        if not searched:
+            assert "No boot finished its capacity search" in html
+        if shape.outcome == "ok":
+            assert len(searched) == len(boots)
 
     if not browser_ready():
         pytest.skip("the report was written; Chromium or Playwright is missing to open it")

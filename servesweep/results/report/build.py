@@ -172,6 +172,7 @@ def build_report(
         load_table=load_views.load_table(df, variants),
         pareto=pareto_view(df, cells, variants, settings.cost),
         capacity=capacity_view(cells, variants, baseline),
+        searched=any(((c.get("spec") or {}).get("benchmark") or {}).get("search") for c in cells),
         current_client_version=current,
         metrics_version=METRICS_VERSION,
         verdict_tables=verdict_views.verdict_tables(

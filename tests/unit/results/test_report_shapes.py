@@ -62,8 +62,13 @@ def test_a_sweep_where_every_boot_failed_has_a_report(tmp_path):
     for variant in ("baseline", "cb"):
         levels = [level_summary(variant, lv, 0, "not_run") for lv in LEVELS]
         paths.append(write_cell(tmp_path, variant, 0, "failed", levels, BOOT_FAILURE))
+    for path in paths:  # a capacity search that never ran: the section says so
+        cell = json.loads(path.read_text())
+        cell["spec"] = {"benchmark": {"search": {"probes": 2}}}
+        path.write_text(json.dumps(cell))
     html = report_of(tmp_path, paths, ["baseline", "cb"])
     assert "No valid levels to plot." in html
+    assert "No boot finished its capacity search" in html
     assert html.count("<b>oom</b>") == 2
     assert "No correctness pass ran" in html
 
