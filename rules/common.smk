@@ -7,7 +7,14 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
-from servesweep.sweep.config import ConfigError, SCHEMA_PATH, load, next_attempt, spec_json
+from servesweep.resources.setup import setup_params
+from servesweep.sweep.config import (
+    ConfigError,
+    SCHEMA_PATH,
+    load,
+    next_attempt,
+    spec_json,
+)
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.plan import state_digest
 from servesweep.sweep.sweep_file import sweep_in_force
@@ -40,8 +47,17 @@ wildcard_constraints:
     repeat=r"\d+",
 
 
+@functools.cache
+def setup_params_for(kind, name):
+    # The stack's (model's) config, with the attempt once a setup failed: a failed setup
+    # runs again next time. Read once per run, while planning (as cell_attempt_for).
+    if kind == "stack":
+        return setup_params(SWEEP.stacks[name], PATHS.stack_manifest(name))
+    return setup_params(SWEEP.models[name], PATHS.model_manifest(name))
+
+
 def stack_config(wildcards):
-    return SWEEP.stacks[wildcards.stack]
+    return setup_params_for("stack", wildcards.stack)
 
 
 def stack_requirements(wildcards):
@@ -51,7 +67,7 @@ def stack_requirements(wildcards):
 
 
 def model_source(wildcards):
-    return SWEEP.models[wildcards.model]
+    return setup_params_for("model", wildcards.model)
 
 
 def cell_spec(wildcards):

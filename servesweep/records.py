@@ -33,11 +33,25 @@ class CapacityRecord(TypedDict):
     client_bound_levels: list[float | int | str]
 
 
+class SetupFailure(TypedDict):
+    """Why a stack or model could not be set up (servesweep.resources.setup)."""
+
+    stage: str  # stack | model
+    cause: str  # one of servesweep.resources.setup.SETUP_CAUSES
+    message: str
+    log_tail: list[str]  # the setup job's log, last 50 lines
+
+
 class StackManifest(TypedDict, total=False):
-    """resources/stacks/{stack}/manifest.json (servesweep.resources.stacks, probed from inside)."""
+    """resources/stacks/{stack}/manifest.json (servesweep.resources.stacks, probed from inside).
+    A stack that could not be built has only stack, kind, status, failure, attempt,
+    built_at and build_s."""
 
     stack: str
     kind: str
+    status: str  # ok | failed
+    failure: SetupFailure  # status failed only
+    attempt: int  # counts setups after a failed one (each invocation retries it)
     python: str
     python_version: str
     torch: str | None
@@ -81,10 +95,16 @@ class ModelFile(TypedDict):
 
 
 class ModelManifest(TypedDict, total=False):
-    """resources/models/{model}/manifest.json (servesweep.resources.models)."""
+    """resources/models/{model}/manifest.json (servesweep.resources.models). A model that
+    could not be had has only model, source, status, failure, attempt, built_at and
+    built_s."""
 
     model: str
     source: dict
+    status: str  # ok | failed
+    failure: SetupFailure  # status failed only
+    attempt: int  # counts setups after a failed one
+    built_at: str  # failed manifests only: when the setup gave up
     path: str
     synthetic: bool
     files: list[ModelFile]
@@ -95,8 +115,8 @@ class ModelManifest(TypedDict, total=False):
 
 
 class Failure(TypedDict):
-    stage: str  # launch | boot | level | teardown
-    cause: str  # one of servesweep.server.failures.CAUSES
+    stage: str  # launch | boot | level | teardown; stack | model (its setup failed)
+    cause: str  # servesweep.server.failures.CAUSES; a setup's: resources.setup.SETUP_CAUSES
     level: int | None
     repeat: int | None
     message: str

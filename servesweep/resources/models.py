@@ -18,13 +18,18 @@ import time
 from pathlib import Path
 
 from servesweep.jsonfile import write_json
+from servesweep.resources.setup import SetupError
 from servesweep.resources.synthetic import SyntheticModelError, build_synthetic
 
 SOURCE_KINDS = ("synthetic", "hf", "path")
 
 
-class ModelSourceError(Exception):
-    """A model source that cannot be materialized; the message is one line naming the model."""
+class ModelSourceError(SetupError):
+    """A model source that cannot be materialized; the message is one line naming the model,
+    and a cause (servesweep.resources.setup.SETUP_CAUSES; a bad source entry by default)."""
+
+    def __init__(self, message: str, cause: str = "bad_source"):
+        super().__init__(message, cause)
 
 
 def materialize(name: str, source: dict, dest: Path) -> dict:
@@ -40,7 +45,7 @@ def materialize(name: str, source: dict, dest: Path) -> dict:
         try:
             path, extra = build_synthetic(name, value, dest / "files")
         except SyntheticModelError as exc:
-            raise ModelSourceError(str(exc)) from None
+            raise ModelSourceError(str(exc), "build_failed") from None
     elif kind == "hf":
         path = download_hf(name, *value, dest / "files")
     files = file_list(path)
@@ -102,9 +107,9 @@ def parse_source(name: str, source) -> tuple[str, object]:
 def resolve_path(name: str, value: str) -> Path:
     path = Path(value).expanduser().resolve()
     if not path.is_dir():
-        raise ModelSourceError(f"model {name!r}: path {value!r} is not a directory")
+        raise ModelSourceError(f"model {name!r}: path {value!r} is not a directory", "path_missing")
     if not (path / "config.json").is_file():
-        raise ModelSourceError(f"model {name!r}: path {value!r} has no config.json")
+        raise ModelSourceError(f"model {name!r}: path {value!r} has no config.json", "path_missing")
     return path
 
 
@@ -118,7 +123,8 @@ def download_hf(name: str, repo_id: str, revision: str, files_dir: Path) -> Path
     except ImportError:
         raise ModelSourceError(
             f"model {name!r}: huggingface_hub is not installed, so {fetch} cannot be fetched; "
-            "pip install huggingface_hub, or download it elsewhere and use 'path:'"
+            "pip install huggingface_hub, or download it elsewhere and use 'path:'",
+            "tool_missing",
         ) from None
     try:
         huggingface_hub.snapshot_download(repo_id, revision=revision, local_dir=files_dir)
@@ -127,14 +133,15 @@ def download_hf(name: str, repo_id: str, revision: str, files_dir: Path) -> Path
         # classes need importing; offline mode and DNS failures end as LocalEntryNotFound.
         names = " ".join(cls.__name__ for cls in type(exc).__mro__)
         if any(k in names for k in ("RepositoryNotFound", "RevisionNotFound", "GatedRepo")):
-            problem = "the Hugging Face Hub refused"
+            problem, cause = "the Hugging Face Hub refused", "hub_refused"
         elif any(k in names for k in ("Connect", "Timeout", "Offline", "LocalEntry", "HTTP")):
-            problem = "cannot reach the Hugging Face Hub to fetch"
+            problem, cause = "cannot reach the Hugging Face Hub to fetch", "hub_unreachable"
         else:
-            problem = "failed to fetch"
+            problem, cause = "failed to fetch", "fetch_failed"
         raise ModelSourceError(
             f"model {name!r}: {problem} {fetch} ({_short(exc)}); "
-            "download it elsewhere and use 'path:'"
+            "download it elsewhere and use 'path:'",
+            cause,
         ) from None
     return files_dir.resolve()
 

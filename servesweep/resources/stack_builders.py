@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from servesweep.resources.setup import SetupError
+
 PROBE = Path(__file__).with_name("stack_probe.py")
 PACKAGE_DIR = Path(__file__).parents[1]  # the servesweep package
 
@@ -44,8 +46,9 @@ CONTAINER_ENV_PREFIXES = (
 )
 
 
-class StackError(Exception):
-    """The stack could not be built or probed; one line naming the stack."""
+class StackError(SetupError):
+    """The stack could not be built or probed; one line naming the stack, and a cause
+    (servesweep.resources.setup.SETUP_CAUSES)."""
 
 
 def _run_logged(cmd: list[str], log, env: dict | None = None) -> None:
@@ -61,7 +64,7 @@ def _run_logged(cmd: list[str], log, env: dict | None = None) -> None:
             env={**os.environ, **(env or {})},
         )
     except OSError as exc:
-        raise StackError(f"cannot run {cmd[0]}: {exc.strerror or exc}") from None
+        raise StackError(f"cannot run {cmd[0]}: {exc.strerror or exc}", "tool_missing") from None
     assert proc.stdout is not None
     tail: list[str] = []
     for line in proc.stdout:
@@ -70,7 +73,9 @@ def _run_logged(cmd: list[str], log, env: dict | None = None) -> None:
         log(f"[{time.monotonic() - start:6.1f}s] {line}")
     if proc.wait() != 0:
         last = next((t for t in reversed(tail) if t.strip()), "")
-        raise StackError(f"`{cmd[0]} ...` failed with exit code {proc.returncode}: {last}")
+        raise StackError(
+            f"`{cmd[0]} ...` failed with exit code {proc.returncode}: {last}", "install_failed"
+        )
 
 
 def file_sha256(path: Path) -> str:
@@ -84,7 +89,7 @@ def _installer(choice: str) -> str:
     if choice == "auto":
         return "uv" if shutil.which("uv") else "pip"
     if choice == "uv" and not shutil.which("uv"):
-        raise StackError("installer 'uv' requested but uv is not on PATH")
+        raise StackError("installer 'uv' requested but uv is not on PATH", "tool_missing")
     return choice
 
 
@@ -92,7 +97,9 @@ def build_venv(name: str, stack: dict, dest: Path, log=print) -> tuple[Path, str
     """Create dest/venv from the stack's requirements file; return (python, installer)."""
     requirements = Path(stack["requirements"])
     if not requirements.is_file():
-        raise StackError(f"stack {name!r}: requirements file {requirements} not found")
+        raise StackError(
+            f"stack {name!r}: requirements file {requirements} not found", "spec_missing"
+        )
     venv = dest / "venv"
     if venv.exists():
         shutil.rmtree(venv)  # a requirements change means a clean rebuild
@@ -147,7 +154,9 @@ def conda_tool(name: str, choice: str = "auto") -> tuple[str, str]:
         if path:
             return tool, path
     wanted = "conda, mamba or micromamba" if len(candidates) > 1 else repr(candidates[0])
-    raise StackError(f"stack {name!r}: kind conda needs {wanted} on PATH; none was found")
+    raise StackError(
+        f"stack {name!r}: kind conda needs {wanted} on PATH; none was found", "tool_missing"
+    )
 
 
 def conda_create_command(tool: str, path: str, prefix: Path, env_file: Path) -> list[str]:
@@ -161,7 +170,7 @@ def build_conda(name: str, stack: dict, dest: Path, log=print) -> tuple[Path, st
     """Create dest/env from the stack's environment file; return (python, tool)."""
     env_file = Path(stack["env_file"])
     if not env_file.is_file():
-        raise StackError(f"stack {name!r}: environment file {env_file} not found")
+        raise StackError(f"stack {name!r}: environment file {env_file} not found", "spec_missing")
     tool, path = conda_tool(name, stack.get("installer", "auto"))
     prefix = dest / "env"
     if prefix.exists():
@@ -170,7 +179,8 @@ def build_conda(name: str, stack: dict, dest: Path, log=print) -> tuple[Path, st
     python = prefix / "bin" / "python"
     if not python.exists():
         raise StackError(
-            f"stack {name!r}: {env_file} built no bin/python; add python to its dependencies"
+            f"stack {name!r}: {env_file} built no bin/python; add python to its dependencies",
+            "install_failed",
         )
     return python, tool
 
@@ -250,7 +260,8 @@ def _runtime(name: str, stack: dict) -> str:
     if not path:
         raise StackError(
             f"stack {name!r}: container runtime {runtime!r} not found on PATH "
-            "(install it, or use a venv, conda or existing stack)"
+            "(install it, or use a venv, conda or existing stack)",
+            "tool_missing",
         )
     return path
 
@@ -283,7 +294,7 @@ def build_container(name: str, stack: dict, dest: Path, log=print) -> tuple[Path
         _run_logged([runtime_path, "pull", str(sif), image], log)
         image = str(sif)
     elif not Path(image).exists():
-        raise StackError(f"stack {name!r}: image file {image} not found")
+        raise StackError(f"stack {name!r}: image file {image} not found", "install_failed")
     wrapper = dest / "python"
     wrapper.write_text(container_wrapper(name, stack, runtime_path, image))
     wrapper.chmod(0o755)

@@ -44,9 +44,14 @@ def existing_python(name: str, stack: dict) -> Path:
         for candidate in (given / "bin" / "python3", given / "bin" / "python"):
             if os.access(candidate, os.X_OK):
                 return candidate
-        raise StackError(f"stack {name!r}: prefix {given} has no bin/python3 or bin/python")
+        raise StackError(
+            f"stack {name!r}: prefix {given} has no bin/python3 or bin/python",
+            "interpreter_missing",
+        )
     if not os.access(given, os.X_OK) or not given.is_file():
-        raise StackError(f"stack {name!r}: python {given} is not an executable file")
+        raise StackError(
+            f"stack {name!r}: python {given} is not an executable file", "interpreter_missing"
+        )
     return given
 
 
@@ -75,14 +80,14 @@ def probe(python: str | Path) -> dict:
     try:
         out = subprocess.run([str(python), str(PROBE)], capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise StackError(f"cannot run {python}: {exc}") from None
+        raise StackError(f"cannot run {python}: {exc}", "probe_failed") from None
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise StackError(f"probing {python} failed: {last}")
+        raise StackError(f"probing {python} failed: {last}", "probe_failed")
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise StackError(f"probing {python} printed no JSON") from None
+        raise StackError(f"probing {python} printed no JSON", "probe_failed") from None
 
 
 def setup_stack(name: str, stack: dict, dest: Path, log=print) -> dict:

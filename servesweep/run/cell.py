@@ -3,7 +3,8 @@
 Whatever happens to the server, the cell's records are written: a failure is a result
 (status, stage, cause, log tail), and levels finished before it keep their records.
 Only an interruption of the owner (Ctrl-C, SIGTERM) leaves no cell.json, so the next
-Snakemake run measures the cell again.
+Snakemake run measures the cell again. A cell whose stack or model could not be set up is
+a failed result too (stage `stack` or `model`), written without a launch.
 """
 
 from __future__ import annotations
@@ -12,12 +13,17 @@ import os
 import shutil
 from pathlib import Path
 
+from servesweep.jsonfile import utc_now, write_json
 from servesweep.records import CellRecord
+from servesweep.resources.setup import setup_failure
 from servesweep.run.boot import CellRun
+from servesweep.run.levels import level_plan
+from servesweep.run.record import new_cell_record
+from servesweep.server.engines import launch_env
 from servesweep.server.failures import BOOT_RETRY_CAUSES
 from servesweep.server.gpu_slots import SlotsUnavailable, hold
 from servesweep.server.process import free_port
-from servesweep.sweep.config import schema
+from servesweep.sweep.config import schema, spec_hash
 
 
 def run_cell(
@@ -53,6 +59,11 @@ def run_cell(
     server_log.parent.mkdir(parents=True, exist_ok=True)
     server_log.write_bytes(b"")
 
+    inherited = setup_failure(stack_manifest, model_manifest)
+    if inherited is not None:
+        return setup_failed(
+            spec, stack_manifest, model_manifest, out_dir, inherited, attempt, repeat, deadline, log
+        )
     run = CellRun(
         spec, stack_manifest, model_manifest, out_dir, server_log, log, attempt, repeat, deadline
     )
@@ -71,6 +82,42 @@ def run_cell(
     except SlotsUnavailable as exc:
         run.fail("launch", "gpu_slots", str(exc))
     return run.finish()
+
+
+def setup_failed(
+    spec: dict,
+    stack_manifest: dict,
+    model_manifest: dict,
+    out_dir: Path,
+    failure: dict,
+    attempt: int,
+    repeat: int,
+    deadline: float | None,
+    log=print,
+) -> CellRecord:
+    """The record of a boot whose stack or model could not be set up: failed at stage
+    `stack` or `model` with the setup's cause, message and log tail; nothing launched, every
+    level not run."""
+    record = new_cell_record(
+        spec,
+        spec_hash(spec),
+        launch_env(spec),
+        repeat,
+        attempt,
+        deadline,
+        stack_manifest,
+        model_manifest,
+        level_plan(spec),
+    )
+    record["status"] = "failed"
+    record["failure"] = {**failure, "level": None, "repeat": repeat}
+    record["gpu_slots"], record["workflow_env"], record["comm_env"] = None, {}, {}
+    record["correctness"] = {"status": "skipped", "why": f"the {failure['stage']} failed"}
+    record["finished_at"] = utc_now()
+    log(f"FAILED at {failure['stage']}: {failure['cause']}: {failure['message']}")
+    write_json(Path(out_dir) / "correctness.json", {"version": 1, **record["correctness"]})
+    write_json(Path(out_dir) / "cell.json", record)
+    return record
 
 
 def default_gpu_slots() -> dict:

@@ -71,9 +71,16 @@ def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def cell_state(
-    previous: dict | None, spec: dict, attempt: int, retries: dict, inputs_missing: list[str]
+    previous: dict | None,
+    spec: dict,
+    attempt: int,
+    retries: dict,
+    inputs_missing: list[str],
+    setups_failed: list[str] = (),
 ) -> tuple[str, str, str]:
-    """(state, action, why) of one cell, as Snakemake's rerun rule decides it."""
+    """(state, action, why) of one cell, as Snakemake's rerun rule decides it. A stack or
+    model whose setup failed is set up again first (servesweep.resources.setup), and its
+    cells after it."""
     if previous is None:
         return "new", RUN, "not measured yet"
     if previous.get("spec_hash") != spec_hash(spec):
@@ -89,6 +96,9 @@ def cell_state(
             RUN,
             f"{where}; retried: attempt {attempt + 1} of {retries['max_attempts']}",
         )
+    if setups_failed:
+        state = "failed" if failed else "current"
+        return state, RUN, f"{'; '.join(setups_failed)}: set up again first, then this cell"
     if inputs_missing:
         state = "failed" if failed else "current"
         return state, RUN, f"{' and '.join(inputs_missing)} missing: rebuilt first, then this cell"
@@ -214,10 +224,20 @@ def plan_sweep(sweep: Sweep, paths: Paths) -> list[PlannedCell]:
         command = launch_command(spec, python, model_dir, "<auto>" if port == "auto" else port)
         missing = [f"stack {stack}'s manifest"] if stack_manifest is None else []
         missing += [f"model {model}'s manifest"] if model_manifest is None else []
+        setups_failed = [
+            f"{kind} {name} failed to set up ({(m.get('failure') or {}).get('cause')})"
+            for kind, name, m in (
+                ("stack", stack, stack_manifest),
+                ("model", model, model_manifest),
+            )
+            if (m or {}).get("status") == "failed"
+        ]
         cell_json = paths.cell_json(stack, model, variant, repeat)
         previous = read_json(cell_json)
         attempt = next_attempt(cell_json, sweep.retries)
-        state, action, why = cell_state(previous, spec, attempt, sweep.retries, missing)
+        state, action, why = cell_state(
+            previous, spec, attempt, sweep.retries, missing, setups_failed
+        )
         estimate, source = rates.estimate((stack, model, variant), spec)
         planned.append(
             PlannedCell(

@@ -23,7 +23,7 @@ from servesweep.level import level_key
 from servesweep.results.collect.cells import load_cell, read_summary
 from servesweep.results.collect.validity import GATES
 from servesweep.results.judge.capacity import capacity_rows
-from servesweep.results.judge.verdicts import FASTER, SLOWER
+from servesweep.results.judge.verdicts import FASTER, SLOWER, to_frame
 from servesweep.results.report import load_views, verdict_views, views
 from servesweep.results.report.pareto import pareto_plot, pareto_points
 from servesweep.results.report.plots import metric_plot
@@ -98,6 +98,16 @@ def capacity_view(cells: list[dict], variants: list[str], baseline: str) -> list
     ]
 
 
+def read_verdicts(path: Path) -> pd.DataFrame:
+    """verdicts.csv with every column, also when nothing was compared (one variant, or
+    nothing valid): the views group it by those columns."""
+    empty = to_frame([])
+    if not path.exists() or not path.stat().st_size:
+        return empty
+    verdicts = pd.read_csv(path)
+    return empty if verdicts.empty else verdicts
+
+
 def build_report(
     summary_csv: Path,
     verdicts_csv: Path,
@@ -112,9 +122,7 @@ def build_report(
     current = current_client_version if current_client_version is not None else CLIENT_VERSION
     df = read_summary(summary_csv)
     df["level"] = pd.to_numeric(df["level"], errors="coerce")
-    verdicts = pd.read_csv(verdicts_csv) if Path(verdicts_csv).stat().st_size else pd.DataFrame()
-    if verdicts.empty:
-        verdicts = pd.DataFrame(columns=["metric", "kind", "repeats_needed"])
+    verdicts = read_verdicts(Path(verdicts_csv))
     cells = [load_cell(p) for p in cell_paths]
     stacks = _order(settings.stacks, df["stack"])
     variants = _order(settings.variants, df["variant"])
@@ -158,6 +166,7 @@ def build_report(
         load_table=load_views.load_table(df, variants),
         pareto=pareto_view(df, cells, variants, settings.cost),
         capacity=capacity_view(cells, variants, baseline),
+        searched=any(((c.get("spec") or {}).get("benchmark") or {}).get("search") for c in cells),
         current_client_version=current,
         metrics_version=METRICS_VERSION,
         verdict_tables=verdict_views.verdict_tables(
@@ -182,6 +191,7 @@ def build_report(
         gates=GATES,
         gpu_rows=views.gpu_rows(cells),
         failures=views.failures(df, cells),
+        setup_failures=views.setup_failures(cells),
         log_text=views.log_text,
         manifests=views.manifests(cells),
         cells=views.cell_views(cells, current),

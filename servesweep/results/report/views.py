@@ -12,6 +12,7 @@ from servesweep.fmt import MISSING
 from servesweep.fmt import size as fmt_bytes
 from servesweep.fmt import value as fmt
 from servesweep.level import parse_value
+from servesweep.resources.setup import STAGES as SETUP_STAGES
 from servesweep.results.collect.cells import STACK_FIELDS
 from servesweep.results.report.gpu_views import link_rows
 from servesweep.results.report.tables import KEY, level_means, ordered
@@ -178,7 +179,8 @@ def manifests(cells: list[dict]) -> dict:
     for c in cells:
         stacks.setdefault(c["stack"], c.get("stack_manifest") or {})
     names = list(stacks)
-    rows = []
+    status = [stacks[s].get("status") or "ok" for s in names]
+    rows = [{"field": "status", "values": status, "differs": len(set(status)) > 1}]
     for field in STACK_ROWS:
         vals = []
         for s in names:
@@ -199,6 +201,7 @@ def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
         if c.get("status") != "failed" and not f:
             continue
         f = f or {}
+        inherited = f.get("stage") in SETUP_STAGES  # its setup's log is shown once, above
         out.append(
             {
                 "where": where(c),
@@ -207,7 +210,7 @@ def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
                 "cause": f.get("cause"),
                 "level": f.get("level"),
                 "message": f.get("message"),
-                "log_tail": f.get("log_tail"),
+                "log_tail": None if inherited else f.get("log_tail"),
             }
         )
         seen.add((*_key(c), c.get("repeat", 0), f.get("level")))
@@ -227,6 +230,32 @@ def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
             }
         )
     return out
+
+
+def setup_failures(cells: list[dict]) -> list[dict]:
+    """Every stack and model that could not be set up, once (from the manifests the cells
+    carry), with how many boots it cost: what the report says first."""
+    found: dict[tuple[str, str], dict] = {}
+    for c in cells:
+        for stage in SETUP_STAGES:
+            manifest = c.get(f"{stage}_manifest") or {}
+            if manifest.get("status") != "failed":
+                continue
+            f = manifest.get("failure") or {}
+            entry = found.setdefault(
+                (stage, c[stage]),
+                {
+                    "stage": stage,
+                    "name": c[stage],
+                    "cause": f.get("cause") or "unknown",
+                    "message": f.get("message") or "",
+                    "log_tail": f.get("log_tail"),
+                    "attempt": manifest.get("attempt", 0),
+                    "boots": 0,
+                },
+            )
+            entry["boots"] += 1
+    return list(found.values())
 
 
 def gpu_rows(cells: list[dict]) -> list[dict]:
@@ -311,7 +340,9 @@ def cell_views(cells: list[dict], current: str) -> list[dict]:
             {
                 "where": " / ".join(key),
                 "engine": c.get("engine"),
-                "command_str": c.get("command_str") or " ".join(map(str, c.get("command") or [])),
+                "command_str": c.get("command_str")
+                or " ".join(map(str, c.get("command") or []))
+                or "(not launched)",
                 "env": sorted((c.get("env") or {}).items()),
                 "boots": boot_rows,
                 "model": {

@@ -290,11 +290,17 @@ def test_hf_unreachable(tmp_path, monkeypatch, how):
         "'path:'",
     )
     assert len(message) < 400
+    with pytest.raises(ModelSourceError) as failed:  # a setup failure's cause (setup.py)
+        materialize("kimi", {"hf": "moonshotai/Kimi-K2.5@abc123"}, tmp_path / "dest")
+    assert failed.value.cause == "hub_unreachable"
 
 
 def test_hf_without_huggingface_hub(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # makes the import fail
     assert_one_line_error("kimi", {"hf": "org/name@abc"}, tmp_path, "not installed", "'path:'")
+    with pytest.raises(ModelSourceError) as failed:
+        materialize("kimi", {"hf": "org/name@abc"}, tmp_path)
+    assert failed.value.cause == "tool_missing"
 
 
 @pytest.mark.parametrize(

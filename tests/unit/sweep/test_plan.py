@@ -189,6 +189,24 @@ def test_a_missing_manifest_reruns_a_measured_cell(tmp_path):
     assert "stack box's manifest and model m's manifest missing" in base.why
 
 
+def test_a_failed_setup_is_set_up_again_and_its_cells_after_it(tmp_path):
+    sweep = load(sweep_config())
+    paths = Paths(tmp_path)
+    failure = {"stage": "stack", "cause": "install_failed", "message": "pip", "log_tail": []}
+    write(paths, {**record(sweep, "baseline", status="failed"), "failure": failure})
+    manifest = {"stack": "box", "status": "failed", "attempt": 0, "failure": failure}
+    paths.stack_manifest("box").parent.mkdir(parents=True)
+    paths.stack_manifest("box").write_text(json.dumps(manifest))
+    paths.model_manifest("m").parent.mkdir(parents=True)
+    paths.model_manifest("m").write_text(json.dumps({"model": "m", "path": "/m"}))
+    base = plan_sweep(sweep, paths)[0]
+    assert (base.state, base.action) == ("failed", "run")
+    assert (
+        base.why
+        == "stack box failed to set up (install_failed): set up again first, then this cell"
+    )
+
+
 def test_changed_keys():
     assert changed_keys({"a": 1, "b": {"c": 2, "d": 3}}, {"a": 1, "b": {"c": 2, "d": 4}}) == ["b.d"]
     assert changed_keys({"a": 1}, {"a": 1, "e": 5}) == ["e"]
