@@ -18,6 +18,7 @@ import jsonschema
 import yaml
 
 from servesweep import CLIENT_VERSION
+from servesweep.hunt.sweep import SweepHunt, check_hunt, hunt_of
 from servesweep.loads import arrival, level_json, level_key, parse_level
 from servesweep.loads import num_prompts as level_prompts
 from servesweep.server.engines import ENGINES, get_engine
@@ -163,9 +164,19 @@ class Sweep:
     analysis: dict
     gpu_slots: dict
     raw: dict
+    hunt: SweepHunt | None = None  # `hunt:` (servesweep.hunt.sweep): its arms are the cells
+
+    def variant(self, name: str) -> dict:
+        """A declared variant, or a hunt's composed one (`start+cand`), resolved."""
+        if name in self.variants or self.hunt is None:
+            return self.variants[name]
+        return self.hunt.variant(name)
 
     @property
     def cells(self) -> list[tuple[str, str, str]]:
+        """The grid's cells; a hunt has none fixed in advance (its steps name its boots)."""
+        if self.hunt is not None:
+            return []
         return list(itertools.product(self.stacks, self.models, self.variants))
 
     @property
@@ -178,7 +189,7 @@ class Sweep:
         `correctness_must_match`, else speculative decoding in its flags."""
         from servesweep.correctness.compare import must_match_exactly
 
-        v = self.variants[variant]
+        v = self.variant(variant)
         return v["must_match"] if v["must_match"] is not None else must_match_exactly(v["flags"])
 
     @property
@@ -217,14 +228,14 @@ class Sweep:
         return bench
 
     def gpus(self, variant: str) -> int:
-        gpus = self.variants[variant]["gpus"]
+        gpus = self.variant(variant)["gpus"]
         return self.server["gpus"] if gpus is None else gpus
 
     def spec(self, stack: str, model: str, variant: str) -> dict:
         """Everything a cell's measurement depends on. Runtime values (interpreter,
         model directory, port) appear as placeholders; the stack manifest and the
         model files are tracked by Snakemake as inputs instead."""
-        v = self.variants[variant]
+        v = self.variant(variant)
         engine = get_engine(v["engine"], v["engine_options"])
         command = engine.command(
             python="<stack>/bin/python",
@@ -289,6 +300,14 @@ def spec_hash(spec: dict) -> str:
     return hashlib.sha256(spec_json(spec).encode()).hexdigest()[:12]
 
 
+def _check_flags(variant: dict) -> None:
+    # The adapter refuses flags it sets itself (--port, --model, …): say so here, in one
+    # line, rather than as a traceback when the job runs.
+    get_engine(variant["engine"], variant["engine_options"]).command(
+        "<stack>/bin/python", "<model>", "127.0.0.1", "<port>", variant["flags"]
+    )
+
+
 def check_semantics(config: dict) -> None:
     """Checks a JSON schema cannot express; one line naming the key for each."""
     variants = config["variants"]
@@ -318,18 +337,15 @@ def check_semantics(config: dict) -> None:
         if variant["engine"] == "command" and not variant["engine_options"].get("command"):
             raise ConfigError(f"config: variants.{name}.command: required for engine 'command'")
     for name, variant in resolved.items():
-        # The adapter refuses flags it sets itself (--port, --model, …): say so here,
-        # in one line, rather than as a traceback when the job runs.
         try:
-            get_engine(variant["engine"], variant["engine_options"]).command(
-                "<stack>/bin/python", "<model>", "127.0.0.1", "<port>", variant["flags"]
-            )
+            _check_flags(variant)
         except ValueError as exc:
             raise ConfigError(f"config: variants.{name}.flags: {exc}") from None
     try:
         check_variant_gpus(config, resolved)
         check_stacks(config)
         check_loads(config)
+        check_hunt(config, hunt_of(config, resolved), _check_flags)
     except CheckError as exc:
         raise ConfigError(str(exc)) from None
     bench = config["benchmark"]
@@ -353,6 +369,10 @@ def load(config: dict) -> Sweep:
     config = with_defaults(config)
     check_semantics(config)
     variants = resolve_variants(config["variants"], config["engine"])
+    try:
+        hunt = hunt_of(config, variants)
+    except CheckError as exc:
+        raise ConfigError(str(exc)) from None
     return Sweep(
         stacks=copy.deepcopy(config["stacks"]),
         # `synthetic:` with no parameters reads as null; it means "all defaults".
@@ -368,6 +388,7 @@ def load(config: dict) -> Sweep:
         analysis=config["analysis"],
         gpu_slots=config["gpu_slots"],
         raw=copy.deepcopy(config),
+        hunt=hunt,
     )
 
 
