@@ -229,6 +229,13 @@ def _checked(cell: dict, lev: dict, levels_dir: Path, analysis: Analysis) -> dic
     return {**lev, "valid": not reasons, "invalid_reasons": "; ".join(reasons) or None}
 
 
+def checked_levels(cell: dict, cell_dir: Path, analysis: Analysis) -> list[dict]:
+    """One boot's level summaries as summary.csv has them: every planned level (not_run
+    where missing), recomputed where older, with goodput and their validity gates."""
+    rows = _level_rows(cell, analysis.plan)
+    return [_checked(cell, lev, Path(cell_dir) / "levels", analysis) for lev in rows]
+
+
 def collect(
     cell_paths: list[Path], out_csv: Path, analysis: Analysis | None = None
 ) -> pd.DataFrame:
