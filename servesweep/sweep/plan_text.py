@@ -172,10 +172,20 @@ def write_plan(
     sweep: Sweep, paths: Paths, sweep_files: list[str], is_default: bool, out_txt, out_json
 ) -> str:
     """Write the plan as text and JSON; return the text."""
-    planned = plan_sweep(sweep, paths)
-    resolve = resolve_suggestion(sweep, paths, planned)
-    text = render(planned, sweep_files, is_default, resolve, sweep.analysis["resolve_pct"])
-    data = plan_json(planned, sweep_files, is_default, resolve)
+    if sweep.hunt is not None:
+        from servesweep.hunt.plan import header, plan_hunt  # the hunt builds on this module
+
+        state, planned = plan_hunt(sweep, paths)
+        text = render(planned, sweep_files, is_default)
+        first, rest = text.split("\n", 1)
+        text = "\n".join([first, *header(sweep, state), rest])
+        data = plan_json(planned, sweep_files, is_default)
+        data["hunt"] = {"header": header(sweep, state)[:-1], "done": state.done}
+    else:
+        planned = plan_sweep(sweep, paths)
+        resolve = resolve_suggestion(sweep, paths, planned)
+        text = render(planned, sweep_files, is_default, resolve, sweep.analysis["resolve_pct"])
+        data = plan_json(planned, sweep_files, is_default, resolve)
     for path, content in ((out_txt, text), (out_json, json.dumps(data, indent=2) + "\n")):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(content)
