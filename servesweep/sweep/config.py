@@ -22,6 +22,7 @@ from servesweep.hunt.sweep import SweepHunt, check_hunt, hunt_of
 from servesweep.loads import arrival, level_json, level_key, parse_level
 from servesweep.loads import num_prompts as level_prompts
 from servesweep.server.engines import ENGINES, get_engine
+from servesweep.sweep import checks
 from servesweep.sweep.checks import CheckError, check_loads, check_stacks, check_variant_gpus
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
@@ -174,10 +175,8 @@ class Sweep:
 
     @property
     def cells(self) -> list[tuple[str, str, str]]:
-        """The grid's cells; a hunt has none fixed in advance (its steps name its boots)."""
-        if self.hunt is not None:
-            return []
-        return list(itertools.product(self.stacks, self.models, self.variants))
+        # A hunt has none fixed in advance: its steps name its boots.
+        return [] if self.hunt else list(itertools.product(self.stacks, self.models, self.variants))
 
     @property
     def correctness(self) -> dict | bool:
@@ -300,14 +299,6 @@ def spec_hash(spec: dict) -> str:
     return hashlib.sha256(spec_json(spec).encode()).hexdigest()[:12]
 
 
-def _check_flags(variant: dict) -> None:
-    # The adapter refuses flags it sets itself (--port, --model, …): say so here, in one
-    # line, rather than as a traceback when the job runs.
-    get_engine(variant["engine"], variant["engine_options"]).command(
-        "<stack>/bin/python", "<model>", "127.0.0.1", "<port>", variant["flags"]
-    )
-
-
 def check_semantics(config: dict) -> None:
     """Checks a JSON schema cannot express; one line naming the key for each."""
     variants = config["variants"]
@@ -338,14 +329,14 @@ def check_semantics(config: dict) -> None:
             raise ConfigError(f"config: variants.{name}.command: required for engine 'command'")
     for name, variant in resolved.items():
         try:
-            _check_flags(variant)
+            checks.check_flags(variant)
         except ValueError as exc:
             raise ConfigError(f"config: variants.{name}.flags: {exc}") from None
     try:
         check_variant_gpus(config, resolved)
         check_stacks(config)
         check_loads(config)
-        check_hunt(config, hunt_of(config, resolved), _check_flags)
+        check_hunt(config, hunt_of(config, resolved), checks.check_flags)
     except CheckError as exc:
         raise ConfigError(str(exc)) from None
     bench = config["benchmark"]
@@ -369,10 +360,7 @@ def load(config: dict) -> Sweep:
     config = with_defaults(config)
     check_semantics(config)
     variants = resolve_variants(config["variants"], config["engine"])
-    try:
-        hunt = hunt_of(config, variants)
-    except CheckError as exc:
-        raise ConfigError(str(exc)) from None
+    hunt = hunt_of(config, variants)  # check_semantics has checked it
     return Sweep(
         stacks=copy.deepcopy(config["stacks"]),
         # `synthetic:` with no parameters reads as null; it means "all defaults".
