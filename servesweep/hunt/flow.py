@@ -50,7 +50,9 @@ def jsonable(value: Any) -> Any:
 
 def hunt_params(sweep: Sweep) -> str:
     """What every step depends on besides its inputs (a Snakemake param: editing the hunt,
-    its start or a candidate re-decides): the spec and each arm's cell-spec rule."""
+    its start or a candidate re-decides): the spec, the objective and the validity gates.
+    What a boot measures is its cell's spec: a change reruns the cell, and so the steps
+    that read it."""
     h = sweep.hunt
     return spec_json(
         {
@@ -60,7 +62,6 @@ def hunt_params(sweep: Sweep) -> str:
             "metric": h.metric,
             "levels": [level_json(v) for v in h.levels],
             "analysis": sweep.analysis,
-            "benchmark": sweep._spec_benchmark(),
         }
     )
 
