@@ -211,10 +211,12 @@ def answers(texts):
     }
 
 
-def write_boot(root, variant, boot, levels, status="ok", failure=None, texts=("ab", "cd")):
-    d = root / "results" / "cells" / "test" / "tiny" / variant / f"r{boot}"
+def write_boot(
+    root, variant, boot, levels, status="ok", failure=None, texts=("ab", "cd"), stack="test"
+):
+    d = root / "results" / "cells" / stack / "tiny" / variant / f"r{boot}"
     d.mkdir(parents=True)
-    cell = {"stack": "test", "model": "tiny", "variant": variant, "repeat": boot,
+    cell = {"stack": stack, "model": "tiny", "variant": variant, "repeat": boot,
             "status": status, "failure": failure, "client_version": CLIENT_VERSION,
             "spec": {"gpus": 2}, "levels": levels,
             "started_at": "2026-01-01T00:00:00+00:00",
@@ -253,3 +255,49 @@ def test_observations_read_the_records(tmp_path):
     assert costs[keys[0]] == boot_cost(write_boot(tmp_path / "x", "v", 0, []))
     assert costs[keys[0]].gpu_hours == pytest.approx(1.0) and costs[keys[0]].wall_s == 1800
     assert math.isclose(sum(c.gpu_hours for c in costs.values()), 5.0)
+
+
+# The steps, replayed as Snakemake runs them (no Snakemake) ---------------------------
+
+TRUTH = {"a": 1.5, "b": 0.7, "c": 1.2}  # known factors on the start's 100 tok/s
+
+
+def measure(root, sweep, key) -> None:
+    """A boot with the known truth and a seeded 1 % scatter."""
+    factor = 1.0
+    for m in key.variant.split("+")[1:]:
+        factor *= TRUTH[m]
+    noise = 1 + 0.01 * math.sin(7 * key.boot + len(key.variant))
+    levels = [level(lv, 100 * factor * noise) for lv in (1, 4, 16)]
+    write_boot(root, key.variant, key.boot, levels, stack=sweep.hunt.stack_of(key.variant))
+
+
+def test_the_steps_chain_to_the_known_path_and_replay_the_same(tmp_path):
+    from servesweep.hunt.flow import hunt_record, step_record
+
+    sweep = load(hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5))
+    paths = Paths(tmp_path)
+    steps = [step_record(sweep, paths, 0, None)]
+    while not steps[-1]["done"]:
+        for key in steps[-1]["needed"]:
+            measure(tmp_path, sweep, BootKey(*key))
+        steps.append(step_record(sweep, paths, len(steps), steps[-1]))
+        # A step is a function of the one before and the records: the same again.
+        assert step_record(sweep, paths, len(steps) - 1, steps[-2]) == steps[-1]
+        assert len(steps) < 30
+    seen = [tuple(k) for k in steps[-1]["observed"]]
+    assert len(seen) == len(set(seen))  # no boot asked for twice
+    hunt = hunt_record(sweep, paths, steps[-1])
+    assert [r["adopted"] for r in hunt["rounds"]] == ["a", "c", None]
+    assert {a["candidate"]: a["verdict"] for a in hunt["rounds"][0]["arms"]} == {
+        "a": "adopt",
+        "b": "reject",
+    }
+    # b is out after round 1; c (requires a) comes in round 2 on its own stack.
+    assert [a["variant"] for a in hunt["rounds"][1]["arms"]] == ["baseline+a+c"]
+    assert hunt["final"]["variant"] == "baseline+a+c" and hunt["final"]["stack"] == "other"
+    assert hunt["stop_reason"] == "candidates exhausted"
+    # The ledger: every boot once, 30 min x 2 GPUs each.
+    assert hunt["spent"]["boots"] == len(seen) == sum(r["boots"] for r in hunt["ledger"])
+    assert hunt["spent"]["gpu_hours"] == pytest.approx(len(seen))
+    assert len(hunt["cells"]) == len(seen)
