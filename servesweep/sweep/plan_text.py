@@ -176,7 +176,10 @@ def write_plan(
         from servesweep.hunt.plan import header, plan_hunt  # the hunt builds on this module
 
         state, planned = plan_hunt(sweep, paths)
-        text = render(planned, sweep_files, is_default)
+        text = render(planned, sweep_files, is_default).replace(
+            "every cell's first boot, then every cell's second, ...",
+            "the reference's and each arm's boots interleaved, boot by boot",
+        )
         first, rest = text.split("\n", 1)
         text = "\n".join([first, *header(sweep, state), rest])
         data = plan_json(planned, sweep_files, is_default)

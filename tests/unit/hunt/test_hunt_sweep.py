@@ -12,7 +12,7 @@ from servesweep import CLIENT_VERSION, METRICS_VERSION
 from servesweep.hunt import spec as hs
 from servesweep.hunt.observe import boot_cost, observations
 from servesweep.hunt.state import BootKey
-from servesweep.sweep.config import ConfigError, load
+from servesweep.sweep.config import ConfigError, load, spec_hash
 from servesweep.sweep.layout import Paths
 
 CANDIDATES = {
@@ -269,7 +269,12 @@ def measure(root, sweep, key) -> None:
         factor *= TRUTH[m]
     noise = 1 + 0.01 * math.sin(7 * key.boot + len(key.variant))
     levels = [level(lv, 100 * factor * noise) for lv in (1, 4, 16)]
-    write_boot(root, key.variant, key.boot, levels, stack=sweep.hunt.stack_of(key.variant))
+    stack = sweep.hunt.stack_of(key.variant)
+    write_boot(root, key.variant, key.boot, levels, stack=stack)
+    path = root / "results" / "cells" / stack / "tiny" / key.variant / f"r{key.boot}" / "cell.json"
+    cell = json.loads(path.read_text())
+    cell["spec_hash"] = spec_hash(sweep.spec(stack, "tiny", key.variant))
+    path.write_text(json.dumps(cell))
 
 
 def test_the_steps_chain_to_the_known_path_and_replay_the_same(tmp_path):
@@ -301,3 +306,29 @@ def test_the_steps_chain_to_the_known_path_and_replay_the_same(tmp_path):
     assert hunt["spent"]["boots"] == len(seen) == sum(r["boots"] for r in hunt["ledger"])
     assert hunt["spent"]["gpu_hours"] == pytest.approx(len(seen))
     assert len(hunt["cells"]) == len(seen)
+
+
+def test_the_plan_reads_where_the_hunt_stands_from_the_records(tmp_path):
+    from servesweep.hunt.flow import step_record
+    from servesweep.hunt.plan import header, plan_hunt
+
+    sweep = load(hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5))
+    paths = Paths(tmp_path)
+    state, planned = plan_hunt(sweep, paths)
+    first = step_record(sweep, paths, 0, None)
+    assert [[p.variant, p.repeat] for p in planned] == first["needed"]
+    assert {p.action for p in planned} == {"run"} and state.spent.boots == 0
+    for key in first["needed"]:
+        measure(tmp_path, sweep, BootKey(*key))
+    state, planned = plan_hunt(sweep, paths)
+    second = step_record(sweep, paths, 1, first)
+    assert [[p.variant, p.repeat] for p in planned] == second["needed"]
+    assert state.spent.boots == len(first["needed"]) == len(second["observed"])
+    text = "\n".join(header(sweep, state))
+    assert f"spent so far: {len(first['needed'])} boots" in text
+    assert f"worst case left: {second['worst_case_left']['boots']} boots" in text
+    # A record measured with another spec is not where the hunt stands.
+    cfg = hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5)
+    cfg["hunt"]["candidates"]["a"]["flags"]["speedup"] = 3
+    state, planned = plan_hunt(load(cfg), paths)
+    assert state.spent.boots == len(first["needed"]) - 2  # baseline+a's two boots are stale
