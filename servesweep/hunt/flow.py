@@ -60,7 +60,7 @@ def hunt_params(sweep: Sweep) -> str:
             "stack": h.stack,
             "model": h.model,
             "metric": h.metric,
-            "levels": [level_json(v) for v in h.levels],
+            "levels": [v if isinstance(v, str) else level_json(v) for v in h.levels],
             "analysis": sweep.analysis,
         }
     )
@@ -168,7 +168,7 @@ def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
         "objective": {
             "metric": h.metric,
             "higher_is_better": h.spec.objective.higher_is_better,
-            "levels": [level_json(v) for v in h.levels],
+            "levels": [v if isinstance(v, str) else level_json(v) for v in h.levels],
             "min_effect_pct": h.spec.min_effect_pct,
         },
         "steps": last_step["step"] + 1,

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from servesweep.correctness.compare import compare_records
 from servesweep.hunt.state import BootKey, BootResult
+from servesweep.hunt.sweep import CAPACITY
 from servesweep.jsonfile import read_json
 from servesweep.loads import level_json, parse_level
 from servesweep.results.collect.cells import checked_levels
@@ -84,6 +85,11 @@ def boot_result(sweep: Sweep, cell: dict, cell_dir: Path, reference: dict | None
         None,
     ):
         return BootResult(failure=_failure(cell))
+    if hunt.metric == CAPACITY:  # the search's result (None: nothing met the SLO)
+        value = (cell.get("capacity") or {}).get("value")
+        values = {CAPACITY: float(value)} if value is not None else {}
+        record = read_json(Path(cell_dir) / "correctness.json")
+        return BootResult(values, None, _changed(sweep, cell["variant"], record, reference))
     by_level: dict = {}
     for lev in checked_levels(cell, cell_dir, analysis_of(sweep)):
         if "level" not in lev:

@@ -34,6 +34,8 @@ METRICS = (
     "p99_e2el_ms",
 )
 SLO_METRICS = ("goodput_output_throughput", "goodput_request_rate")
+# The capacity search's result, one value a boot: counted as one pseudo-level.
+CAPACITY = "max_load_within_slo"
 
 
 class SweepHunt(NamedTuple):
@@ -139,9 +141,14 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
     metric = objective["metric"]
     if metric in SLO_METRICS and not config.get("slo"):
         raise CheckError(f"{_where('objective.metric')}: {metric} needs slo: (the targets)")
+    if metric == CAPACITY and "search" not in bench:
+        raise CheckError(f"{_where('objective.metric')}: {metric} needs benchmark.search")
+    if metric == CAPACITY and objective.get("levels"):
+        raise CheckError(f"{_where('objective.levels')}: {metric} has no levels")
     levels = tuple(parse_level(v) for v in objective.get("levels") or measured)
+    levels = (CAPACITY,) if metric == CAPACITY else levels
     for lv in levels:
-        if lv not in measured:
+        if lv not in measured and lv != CAPACITY:
             raise CheckError(
                 f"{_where('objective.levels')}: level {level_json(lv)} is not measured "
                 f"(benchmark: {', '.join(str(level_json(v)) for v in measured)})"

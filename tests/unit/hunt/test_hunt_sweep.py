@@ -332,3 +332,28 @@ def test_the_plan_reads_where_the_hunt_stands_from_the_records(tmp_path):
     cfg["hunt"]["candidates"]["a"]["flags"]["speedup"] = 3
     state, planned = plan_hunt(load(cfg), paths)
     assert state.spent.boots == len(first["needed"]) - 2  # baseline+a's two boots are stale
+
+
+def test_max_load_within_the_slo_is_one_value_a_boot(tmp_path):
+    cfg = hunt_cfg(objective={"metric": "max_load_within_slo"})
+    with pytest.raises(
+        ConfigError, match=r"^config: hunt.objective.metric: .* needs benchmark.search"
+    ):
+        load(cfg)
+    cfg["slo"] = {"ttft_ms": 500}
+    cfg["benchmark"]["search"] = {"probes": 2}
+    sweep = load(cfg)
+    assert sweep.hunt.levels == ("max_load_within_slo",)
+    assert sweep.hunt.spec.objective.higher_is_better
+    for boot, value in enumerate([12.0, None]):
+        write_boot(tmp_path, "baseline", boot, [level(1, 10.0), level(4, 40.0), level(16, 90.0)])
+        path = tmp_path / "results/cells/test/tiny/baseline" / f"r{boot}" / "cell.json"
+        cell = json.loads(path.read_text())
+        cell["capacity"] = {"value": value, "low": value, "high": None}
+        path.write_text(json.dumps(cell))
+    obs, _ = observations(sweep, Paths(tmp_path), [BootKey("baseline", 0), BootKey("baseline", 1)])
+    assert obs[BootKey("baseline", 0)].values == {"max_load_within_slo": 12.0}
+    assert obs[BootKey("baseline", 1)].values == {}  # nothing met the SLO: no value
+    cfg["hunt"]["objective"]["levels"] = [4]
+    with pytest.raises(ConfigError, match=r"^config: hunt.objective.levels: .* has no levels"):
+        load(cfg)
