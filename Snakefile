@@ -12,6 +12,7 @@ include: "rules/common.smk"
 include: "rules/stacks.smk"
 include: "rules/models.smk"
 include: "rules/cells.smk"
+include: "rules/hunt.smk"
 include: "rules/report.smk"
 include: "rules/plan.smk"
 

@@ -1,6 +1,6 @@
 rule collect:
     input:
-        all_cells(),
+        all_cells,
     output:
         summary=report(
             "results/summary.csv",
@@ -30,7 +30,8 @@ rule report:
         summary="results/summary.csv",
         verdicts="results/verdicts.csv",
         correctness="results/correctness.csv",
-        cells=all_cells(),
+        cells=all_cells,
+        hunt=hunt_record,
     output:
         report(
             "results/report.html",

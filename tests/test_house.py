@@ -32,6 +32,7 @@ LONGER_MODULES: dict[str, tuple[int, str]] = {}  # "servesweep/x.py": (cap, why)
 # interpreters), so server/ and resources/ sit below it although they run after it.
 LAYERS = [
     ("servesweep", "jsonfile", "joblog", "level", "records", "fmt", "stats"),  # shared by all
+    ("hunt",),  # the hunt's decisions: maths on numbers, no files
     ("server", "server/engines"),  # one server process, and how each engine is driven
     ("resources",),  # stacks and models
     ("sweep",),  # the config, its cells and specs, the plan
@@ -42,7 +43,7 @@ LAYERS = [
     ("results", "results/collect"),  # records -> summary.csv
     ("results/judge",),  # summary -> verdicts.csv
     ("results/report",),  # -> report.html
-    ("hunt",),  # rounds of cells, decided from their verdicts
+    ("hunt/flow",),  # the hunt through the workflow: its records, steps, plan, report
 ]
 
 # Run by the stack's own interpreter, a worker process or a detached watchdog: they must

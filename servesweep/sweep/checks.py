@@ -14,6 +14,16 @@ class CheckError(ValueError):
     """Raised as the config's ConfigError by the caller."""
 
 
+def check_flags(variant: dict) -> None:
+    """The adapter refuses flags it sets itself (--port, --model, …): say so before any job
+    runs (ValueError), rather than as a traceback when it does."""
+    from servesweep.server.engines import get_engine
+
+    get_engine(variant["engine"], variant["engine_options"]).command(
+        "<stack>/bin/python", "<model>", "127.0.0.1", "<port>", variant["flags"]
+    )
+
+
 def check_variant_gpus(config: dict, resolved: dict) -> None:
     """A variant's GPUs cover what its flags spread the server over (tp × pp)."""
     for name, variant in resolved.items():

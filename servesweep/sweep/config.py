@@ -23,7 +23,9 @@ from servesweep.level import Kind, Level, levels_of
 from servesweep.level import load_kind as load_kind_of
 from servesweep.level import num_prompts as level_prompts
 from servesweep.server.engines import ENGINES, get_engine
+from servesweep.sweep import checks
 from servesweep.sweep.checks import CheckError, check_loads, check_stacks, check_variant_gpus
+from servesweep.sweep.hunt import SweepHunt, check_hunt, hunt_of
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
@@ -198,10 +200,18 @@ class Sweep:
     analysis: dict
     gpu_slots: dict
     raw: dict
+    hunt: SweepHunt | None = None  # `hunt:` (servesweep.sweep.hunt): its arms are the cells
+
+    def variant(self, name: str) -> dict:
+        """A declared variant, or a hunt's composed one (`start+cand`), resolved."""
+        if name in self.variants or self.hunt is None:
+            return self.variants[name]
+        return self.hunt.variant(name)
 
     @property
     def cells(self) -> list[tuple[str, str, str]]:
-        return list(itertools.product(self.stacks, self.models, self.variants))
+        # A hunt has none fixed in advance: its steps name its boots.
+        return [] if self.hunt else list(itertools.product(self.stacks, self.models, self.variants))
 
     @property
     def correctness(self) -> dict | bool:
@@ -211,7 +221,7 @@ class Sweep:
     def must_match(self, variant: str) -> bool:
         """Whether the variant's greedy answers must equal the baseline's exactly: its own
         `correctness_must_match`, else speculative decoding in its flags."""
-        v = self.variants[variant]
+        v = self.variant(variant)
         return v["must_match"] if v["must_match"] is not None else must_match_exactly(v["flags"])
 
     @property
@@ -250,14 +260,14 @@ class Sweep:
         return bench
 
     def gpus(self, variant: str) -> int:
-        gpus = self.variants[variant]["gpus"]
+        gpus = self.variant(variant)["gpus"]
         return self.server["gpus"] if gpus is None else gpus
 
     def spec(self, stack: str, model: str, variant: str) -> dict:
         """Everything a cell's measurement depends on. Runtime values (interpreter,
         model directory, port) appear as placeholders; the stack manifest and the
         model files are tracked by Snakemake as inputs instead."""
-        v = self.variants[variant]
+        v = self.variant(variant)
         engine = get_engine(v["engine"], v["engine_options"])
         command = engine.command(
             python="<stack>/bin/python",
@@ -351,18 +361,15 @@ def check_semantics(config: dict) -> None:
         if variant["engine"] == "command" and not variant["engine_options"].get("command"):
             raise ConfigError(f"config: variants.{name}.command: required for engine 'command'")
     for name, variant in resolved.items():
-        # The adapter refuses flags it sets itself (--port, --model, …): say so here,
-        # in one line, rather than as a traceback when the job runs.
         try:
-            get_engine(variant["engine"], variant["engine_options"]).command(
-                "<stack>/bin/python", "<model>", "127.0.0.1", "<port>", variant["flags"]
-            )
+            checks.check_flags(variant)
         except ValueError as exc:
             raise ConfigError(f"config: variants.{name}.flags: {exc}") from None
     try:
         check_variant_gpus(config, resolved)
         check_stacks(config)
         check_loads(config)
+        check_hunt(config, hunt_of(config, resolved), checks.check_flags)
     except CheckError as exc:
         raise ConfigError(str(exc)) from None
     bench = config["benchmark"]
@@ -386,6 +393,7 @@ def load(config: dict) -> Sweep:
     config = with_defaults(config)
     check_semantics(config)
     variants = resolve_variants(config["variants"], config["engine"])
+    hunt = hunt_of(config, variants)  # check_semantics has checked it
     return Sweep(
         stacks=copy.deepcopy(config["stacks"]),
         # `synthetic:` with no parameters reads as null; it means "all defaults".
@@ -401,6 +409,7 @@ def load(config: dict) -> Sweep:
         analysis=config["analysis"],
         gpu_slots=config["gpu_slots"],
         raw=copy.deepcopy(config),
+        hunt=hunt,
     )
 
 

@@ -202,15 +202,17 @@ def earlier_records(paths: Paths) -> list[dict]:
     return [cell for cell in map(read_json, paths.cell_records()) if cell is not None]
 
 
-def plan_sweep(sweep: Sweep, paths: Paths) -> list[PlannedCell]:
-    """Every run_cell job of the sweep, in the order they run (Sweep.jobs), with its state
-    and estimate."""
+def plan_sweep(sweep: Sweep, paths: Paths, jobs: list | None = None) -> list[PlannedCell]:
+    """Every run_cell job of the sweep (or `jobs`, e.g. a hunt's next boots), in the order
+    they run (Sweep.jobs), with its state and estimate."""
     rates = Rates(earlier_records(paths))
     manifests = {("stack", s): read_json(paths.stack_manifest(s)) for s in sweep.stacks} | {
         ("model", m): read_json(paths.model_manifest(m)) for m in sweep.models
     }
     planned = []
-    for order, (stack, model, variant, repeat) in enumerate(sweep.jobs, start=1):
+    for order, (stack, model, variant, repeat) in enumerate(
+        sweep.jobs if jobs is None else jobs, start=1
+    ):
         spec = sweep.spec(stack, model, variant)
         stack_manifest = manifests[("stack", stack)]
         model_manifest = manifests[("model", model)]
@@ -264,7 +266,7 @@ def state_digest(sweep: Sweep, paths: Paths) -> str:
     plan reads (cell records, manifests), by size and modification time. A Snakemake
     param of the plan rule, so the plan is rebuilt exactly when it would say something
     else."""
-    parts = [CLIENT_VERSION]
+    parts = [CLIENT_VERSION, repr(sweep.hunt.spec) if sweep.hunt else ""]
     specs = {cell: spec_hash(sweep.spec(*cell)) for cell in sweep.cells}
     for stack, model, variant, repeat in sweep.jobs:
         cell_json = paths.cell_json(stack, model, variant, repeat)

@@ -168,11 +168,16 @@ def plan_json(
 def write_plan(
     sweep: Sweep, paths: Paths, sweep_files: list[str], is_default: bool, out_txt, out_json
 ) -> str:
-    """Write the plan as text and JSON; return the text."""
+    """Write the plan as text and JSON; return the text. (A hunt's plan is
+    servesweep.hunt.flow.plan.write_hunt_plan, on top of this module.)"""
     planned = plan_sweep(sweep, paths)
     resolve = resolve_suggestion(sweep, paths, planned)
     text = render(planned, sweep_files, is_default, resolve, sweep.analysis["resolve_pct"])
     data = plan_json(planned, sweep_files, is_default, resolve)
+    return write_text_and_json(text, data, out_txt, out_json)
+
+
+def write_text_and_json(text: str, data: dict, out_txt, out_json) -> str:
     for path, content in ((out_txt, text), (out_json, json.dumps(data, indent=2) + "\n")):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(content)

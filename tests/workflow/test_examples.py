@@ -2,6 +2,7 @@
 Snakemake, and its stacks point at spec files that pin what they claim."""
 
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,11 +11,15 @@ import pytest
 import yaml
 from fixtures.workflow import run_snakemake
 
+from servesweep.hunt.spec import applicable
+from servesweep.hunt.state import advance, worst_case
 from servesweep.sweep.config import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
 GPU_EXAMPLES = ["kimi-k2.5-eagle3.yaml", "glm5-nvfp4.yaml"]
+# The seeds' hand searches as hunts (docs/hunt.md).
+HUNT_EXAMPLES = ["kimi-k2.5-hunt.yaml", "glm5-nvfp4-hunt.yaml"]
 # The examples run on a lent GPU (benchmarks/gpu_run.sh): transformers serve on CUDA.
 H200_EXAMPLE = "h200-transformers.yaml"
 H200_RATE_EXAMPLE = "h200-rate-slo.yaml"
@@ -23,6 +28,7 @@ H200_RATE_EXAMPLE = "h200-rate-slo.yaml"
 def test_the_examples_are_shipped():
     assert {p.name for p in EXAMPLES} == {
         *GPU_EXAMPLES,
+        *HUNT_EXAMPLES,
         H200_EXAMPLE,
         H200_RATE_EXAMPLE,
         "vllm-cpu.yaml",
@@ -48,7 +54,7 @@ def test_example_validates_and_resolves(path):
             assert (ROOT / spec_file).is_file(), spec_file
 
 
-@pytest.mark.parametrize("name", GPU_EXAMPLES)
+@pytest.mark.parametrize("name", GPU_EXAMPLES + HUNT_EXAMPLES)
 def test_gpu_examples_sweep_the_seed_levels_on_both_cuda_stacks(name):
     sweep = load_file(ROOT / "config" / "examples" / name)
     assert sweep.benchmark["levels"] == [1, 10, 256, 1024]
@@ -132,7 +138,75 @@ def test_example_plans_with_snakemake(tmp_path, path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sweep = load_file(path)
     planned = re.findall(r"^rule run_cell:", result.stdout, flags=re.M)
-    assert len(planned) == len(sweep.jobs) == len(sweep.cells) * sweep.repeats
+    if sweep.hunt:  # round 1's first stage: the start and every candidate on it
+        first = advance(sweep.hunt.spec, {}).needed
+        assert (
+            len(planned)
+            == len(first)
+            == sweep.hunt.spec.boots_min * (1 + len(applicable(sweep.hunt.spec, (), ())))
+        )
+    else:
+        assert len(planned) == len(sweep.jobs) == len(sweep.cells) * sweep.repeats
     config = yaml.safe_load(path.read_text())
     for stack in config["stacks"]:
         assert f"stack={stack}" in result.stdout
+
+
+SEED_COMMANDS = {
+    # The first seed's last launch (EP with the FlashInfer all-to-all), --enable-metrics
+    # carried from the start so every arm pays the same.
+    ("kimi-k2.5-hunt.yaml", "baseline+cuda-graph-bs128+no-custom-ar+cutlass-moe+ep-flashinfer"): (
+        "--tp 8 --trust-remote-code --enable-metrics --cuda-graph-max-bs 128 "
+        "--disable-custom-all-reduce --moe-runner-backend flashinfer_cutlass "
+        "--moe-a2a-backend flashinfer",
+        {},
+        "sglang-cu128",
+    ),
+    # The second seed's run_tp8_ep8.sh: EP8 on top of MSCCL++.
+    ("glm5-nvfp4-hunt.yaml", "baseline+mscclpp+ep8"): (
+        "--tp 8 --trust-remote-code --moe-runner-backend flashinfer_cutlass --enable-metrics "
+        "--enable-mscclpp --ep-size 8 --moe-a2a-backend flashinfer",
+        {"SGLANG_MSCCLPP_MAX_BYTES": "4MB"},
+        "sglang-cu128",
+    ),
+    ("glm5-nvfp4-hunt.yaml", "baseline+mscclpp+cuda13"): (
+        "--tp 8 --trust-remote-code --moe-runner-backend flashinfer_cutlass --enable-metrics "
+        "--enable-mscclpp",
+        {"SGLANG_MSCCLPP_MAX_BYTES": "4MB"},
+        "sglang-cu130",
+    ),
+}
+
+
+@pytest.mark.parametrize("name, variant", list(SEED_COMMANDS))
+def test_hunt_examples_compose_the_seeds_commands(name, variant):
+    sweep = load_file(ROOT / "config" / "examples" / name)
+    flags, env, stack = SEED_COMMANDS[(name, variant)]
+    assert sweep.hunt.stack_of(variant) == stack
+    spec = sweep.spec(stack, sweep.hunt.model, variant)
+    assert " ".join(spec["command"]).endswith(flags)
+    assert spec["env"] == env and spec["gpus"] == 8
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("name", HUNT_EXAMPLES)
+def test_hunt_example_plan_shows_round_one_and_the_worst_case(tmp_path, name):
+    shutil.copytree(ROOT / "envs", tmp_path / "envs")
+    path = ROOT / "config" / "examples" / name
+    result = run_snakemake(
+        tmp_path, "results/plan.txt", "--cores", "1", "--configfile", str(path), timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    text = (tmp_path / "results" / "plan.txt").read_text()
+    sweep = load_file(path)
+    spec = sweep.hunt.spec
+    boots = worst_case(spec).boots
+    hours = boots * spec.gpu_hours_per_boot
+    assert f"worst case of the whole hunt: {boots} boots, {hours:.2f} GPU-hours" in text
+    assert f"budget: {spec.budget_gpu_hours:g} GPU-hours" in text
+    for c in ("", *(f"+{c}" for c in applicable(spec, (), ()))):
+        variant = f"baseline{c}"
+        command = sweep.spec(sweep.hunt.stack_of(variant), sweep.hunt.model, variant)["command"]
+        assert command[7:9] == ["--port", "<port>"]
+        line = text.split(f" / {variant}\n     $ ", 1)[1].split("\n", 1)[0]
+        assert line.endswith("--port <auto> " + shlex.join(command[9:])), line

@@ -235,6 +235,13 @@ def load_cells(cell_paths: list[Path]) -> list[tuple[CellRecord, Path]]:
     return [(load_cell(path), Path(path)) for path in cell_paths]
 
 
+def checked_levels(cell: dict, cell_dir: Path, analysis: Analysis) -> list[dict]:
+    """One boot's level summaries as summary.csv has them: every planned level (not_run
+    where missing), recomputed where older, with goodput and their validity gates."""
+    rows = _level_rows(cell, analysis.plan)
+    return [_checked(cell, lev, Path(cell_dir) / "levels", analysis) for lev in rows]
+
+
 def collect(
     cell_paths: list[Path], out_csv: Path, analysis: Analysis | None = None
 ) -> pd.DataFrame:

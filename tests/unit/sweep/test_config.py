@@ -179,11 +179,19 @@ def test_schema_defaults_fill_as_snakemake_fills_them(path):
     assert ours["server"]["boot_timeout_s"] == raw.get("server", {}).get("boot_timeout_s", 300)
     defaults = {"boot": 1, "failed_cells": False, "max_attempts": 3}
     assert ours["retries"] == {**defaults, **raw.get("retries", {})}
-    for key in ("stacks", "models", "variants", "benchmark", "engine"):
+    for key in ("stacks", "models", "variants", "benchmark", "engine", "hunt"):
         if key in by_snakemake:
             assert by_snakemake[key] == ours[key], key
     # Sections Snakemake leaves out when absent, ours fills: both resolve the same.
-    assert load(by_snakemake).spec(*load(raw).cells[0]) == load(raw).spec(*load(raw).cells[0])
+    sweep = load(raw)
+    hunt = sweep.hunt  # a hunt has no grid: its start's cell and a composed one
+    cells = sweep.cells or [(hunt.stack, hunt.model, hunt.spec.start.name)]
+    if hunt:
+        composed = f"{hunt.spec.start.name}+{hunt.spec.candidates[0].name}"
+        cells.append((hunt.stack_of(composed), hunt.model, composed))
+        assert load(by_snakemake).hunt.spec == hunt.spec
+    for cell in cells[:2]:
+        assert load(by_snakemake).spec(*cell) == sweep.spec(*cell)
 
 
 def test_spec_keeps_the_flag_order_of_the_config():

@@ -1,0 +1,192 @@
+"""The hunt through Snakemake: one checkpoint per stage of boots, and the final hunt.json.
+
+Step s (`results/hunt/steps/s<s>.json`) is the hunt replayed (`servesweep.hunt.state.advance`)
+over every boot that steps 0..s-1 asked for: step 0 over nothing, step s over step s-1's
+`observed` plus its `needed`, whose cell.json are the inputs of step s. So each step's output
+is a function of its declared inputs and the hunt's spec (a param); a boot is measured once
+(its run_cell job's output), an interrupted hunt resumes at the first step whose boots are
+missing, and a finished one is a chain of up-to-date files. `results/hunt/hunt.json` is the
+last step (the first whose `done` is true) with the ledger: every decision's boots and their
+measured GPU-hours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from servesweep.hunt import state as hstate
+from servesweep.hunt.flow.observe import BootCost, cell_path, observations
+from servesweep.hunt.state import BootKey
+from servesweep.jsonfile import read_json
+from servesweep.level import Level
+from servesweep.server.engines import launch_env
+from servesweep.sweep.config import Sweep, spec_hash, spec_json
+from servesweep.sweep.layout import Paths
+
+STEP_JSON = "results/hunt/steps/s{step}.json"
+HUNT_JSON = "results/hunt/hunt.json"
+
+
+def jsonable(value: Any) -> Any:
+    """NamedTuples as objects, level keys and non-finite numbers as JSON can hold them."""
+    if hasattr(value, "_asdict"):
+        return {k: jsonable(v) for k, v in value._asdict().items()}
+    if isinstance(value, Mapping):
+        return {
+            str(Level.parse(k).json) if not isinstance(k, str) else k: jsonable(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else Level.parse(value).json
+    return value
+
+
+def hunt_params(sweep: Sweep) -> str:
+    """What every step depends on besides its inputs (a Snakemake param: editing the hunt,
+    its start or a candidate re-decides): the spec, the objective and the validity gates.
+    What a boot measures is its cell's spec: a change reruns the cell, and so the steps
+    that read it."""
+    h = sweep.hunt
+    return spec_json(
+        {
+            "spec": repr(h.spec),
+            "stack": h.stack,
+            "model": h.model,
+            "metric": h.metric,
+            "levels": [v if isinstance(v, str) else Level.parse(v).json for v in h.levels],
+            "analysis": sweep.analysis,
+        }
+    )
+
+
+def step_record(sweep: Sweep, paths: Paths, step: int, previous: dict | None) -> dict:
+    """Step `step`: the replay over the boots steps before it asked for."""
+    keys = [] if previous is None else previous["observed"] + previous["needed"]
+    obs, _ = observations(sweep, paths, [BootKey(*k) for k in keys])
+    state = hstate.advance(sweep.hunt.spec, obs)
+    return {
+        "step": step,
+        "observed": [list(k) for k in keys if BootKey(*k) in obs],
+        "needed": [list(k) for k in state.needed],
+        "done": state.done,
+        "stop_reason": state.stop_reason,
+        "round": len(state.rounds),
+        "spent": jsonable(state.spent),
+        "worst_case_left": jsonable(state.worst_case_left),
+    }
+
+
+def needed_cells(sweep: Sweep, paths: Paths, step_json: str | Path) -> list[str]:
+    """The cell.json of the boots a step asks for (the next step's inputs)."""
+    record = read_json(Path(step_json)) or {}
+    return [str(cell_path(sweep, paths, BootKey(*k))) for k in record.get("needed", [])]
+
+
+def first_cells(sweep: Sweep, paths: Paths) -> list[str]:
+    """The boots step 0 asks for, from the spec alone (nothing is measured before it)."""
+    keys = hstate.advance(sweep.hunt.spec, {}).needed
+    return [str(cell_path(sweep, paths, k)) for k in keys]
+
+
+def step_done(step_json: str | Path) -> bool:
+    return bool((read_json(Path(step_json)) or {}).get("done"))
+
+
+def observed_cells(sweep: Sweep, paths: Paths, step_json: str | Path) -> list[str]:
+    record = read_json(Path(step_json)) or {}
+    return [str(cell_path(sweep, paths, BootKey(*k))) for k in record.get("observed", [])]
+
+
+def _cost(costs: Mapping[BootKey, BootCost], variant: str, boots) -> dict:
+    mine = [costs[BootKey(variant, b)] for b in boots if BootKey(variant, b) in costs]
+    return {
+        "boots": len(mine),
+        "wall_s": round(sum(c.wall_s for c in mine), 3),
+        "gpu_hours": round(sum(c.gpu_hours for c in mine), 6),
+    }
+
+
+def ledger(state: hstate.HuntState, costs: Mapping[BootKey, BootCost]) -> list[dict]:
+    """Per round: the reference's and each arm's boots and their measured cost."""
+    out = []
+    for r in state.rounds:
+        arms = [
+            {
+                "candidate": a.candidate,
+                "variant": a.variant,
+                "role": a.role,
+                "verdict": a.verdict,
+                "boots": list(a.boots),
+                **_cost(costs, a.variant, a.boots),
+            }
+            for a in r.arms
+        ]
+        ref = {"variant": r.reference, "boots": list(r.reference_boots)}
+        ref |= _cost(costs, r.reference, r.reference_boots)
+        total = {k: ref[k] + sum(a[k] for a in arms) for k in ("boots", "wall_s", "gpu_hours")}
+        out.append({"round": r.index, "kind": r.kind, "reference": ref, "arms": arms, **total})
+    return out
+
+
+def launch(sweep: Sweep, variant: str) -> dict:
+    """The composed variant's stack, flags, env and (placeholder) launch command."""
+    h = sweep.hunt
+    spec = sweep.spec(h.stack_of(variant), h.model, variant)
+    return {
+        "variant": variant,
+        "stack": spec["stack"]["name"],
+        "model": h.model,
+        "flags": spec["flags"],
+        "env": launch_env(spec),
+        "command": spec["command"],
+        "spec_hash": spec_hash(spec),
+    }
+
+
+def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
+    """results/hunt/hunt.json: the path, the final configuration and the ledger."""
+    keys = [BootKey(*k) for k in last_step["observed"]]
+    obs, costs = observations(sweep, paths, keys)
+    state = hstate.advance(sweep.hunt.spec, obs)
+    spent = {
+        "boots": len(costs),
+        "wall_s": round(sum(c.wall_s for c in costs.values()), 3),
+        "gpu_hours": round(sum(c.gpu_hours for c in costs.values()), 6),
+    }
+    h = sweep.hunt
+    return {
+        "start": h.spec.start.name,
+        "stack": h.stack,
+        "model": h.model,
+        "objective": {
+            "metric": h.metric,
+            "higher_is_better": h.spec.objective.higher_is_better,
+            "levels": [v if isinstance(v, str) else Level.parse(v).json for v in h.levels],
+            "min_effect_pct": h.spec.min_effect_pct,
+        },
+        "steps": last_step["step"] + 1,
+        "done": state.done,
+        "stop_reason": state.stop_reason,
+        "incumbent": list(state.incumbent),
+        "final": launch(sweep, state.incumbent_variant),
+        "excluded": dict(state.excluded),
+        "rounds": jsonable(state.rounds),
+        "ledger": ledger(state, costs),
+        "spent": spent,
+        "planned_cost": jsonable(state.spent),
+        "worst_case": jsonable(hstate.worst_case(h.spec)),
+        "cells": [str(cell_path(sweep, Paths(Path(".")), k)) for k in sorted(costs, key=tuple)],
+        "spec_digest": hashlib.sha256(hunt_params(sweep).encode()).hexdigest()[:12],
+    }
+
+
+def write_json(path: str | Path, data: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
