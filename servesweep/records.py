@@ -1,7 +1,7 @@
 """The records that cross stages, as named types (docs/records.md is their prose).
 
 Writers build these dicts; readers must tolerate missing optional fields and ignore fields
-they do not know. `tests/test_records.py` checks that every field named here is documented
+they do not know. `tests/test_house.py` checks that every field named here is documented
 in docs/records.md and the other way round.
 """
 
@@ -42,16 +42,13 @@ class SetupFailure(TypedDict):
     log_tail: list[str]  # the setup job's log, last 50 lines
 
 
-class StackManifest(TypedDict, total=False):
-    """resources/stacks/{stack}/manifest.json (servesweep.resources.stacks, probed from inside).
-    A stack that could not be built has only stack, kind, status, failure, attempt,
-    built_at and build_s."""
+class StackColumns(TypedDict, total=False):
+    """The stack-manifest fields every row of results/summary.csv has a column for
+    (`stack_<field>`), in the table's order; servesweep.results.collect.cells takes them from
+    here, and the report's stack table too."""
 
     stack: str
     kind: str
-    status: str  # ok | failed
-    failure: SetupFailure  # status failed only
-    attempt: int  # counts setups after a failed one (each invocation retries it)
     python: str
     python_version: str
     torch: str | None
@@ -66,11 +63,25 @@ class StackManifest(TypedDict, total=False):
     driver: str | None
     nvcc: str | None
     topology: str | None
+    freeze_sha256: str
+    freeze_count: int
+    installer: str | None
+    built_at: str
+    build_s: float
+
+
+class StackManifest(StackColumns, total=False):
+    """resources/stacks/{stack}/manifest.json (servesweep.resources.stacks, probed from inside):
+    the columns above, then these (summary.csv appends the ones a manifest has after them).
+    A stack that could not be built has only stack, kind, status, failure, attempt,
+    built_at and build_s."""
+
+    status: str  # ok | failed
+    failure: SetupFailure  # status failed only
+    attempt: int  # counts setups after a failed one (each invocation retries it)
     gpu_links: dict[str, str] | None  # {"0-1": "NV18", …} from the topology matrix
     nvlink: dict[str, dict] | None  # per GPU {links, active, total_gb_s}
     comm_env: dict[str, str]  # NCCL_*, NVSHMEM_*, TORCH_SYMM*, … in the stack's environment
-    freeze_sha256: str
-    freeze_count: int
     sgl_kernel: str | None
     triton: str | None
     driver_cuda: str | None
@@ -83,9 +94,6 @@ class StackManifest(TypedDict, total=False):
     container_image: str
     container_image_id: str | None
     python_inside: str | None
-    installer: str | None
-    built_at: str
-    build_s: float
 
 
 class ModelFile(TypedDict):
@@ -137,13 +145,13 @@ class TeardownRecord(TypedDict):
     gpus_released: bool | None
 
 
-class LevelSummary(TypedDict, total=False):
-    """results/cells/.../r{repeat}/levels/L{level}_i{in_boot}.json (bench.metrics)."""
+class LevelColumns(TypedDict, total=False):
+    """The level-summary fields every row of results/summary.csv has a column for, in the
+    table's order (servesweep.results.collect.cells takes them from here; the judgement's
+    `valid` and `invalid_reasons` follow `cause`)."""
 
     level: int | float | str  # a concurrency, or a rate in requests/s ("inf": all at once)
-    repeat: int  # the boot
     in_boot: int  # which measurement of the level within the boot
-    probe: bool  # a capacity-search probe (servesweep.capacity.search), not a configured level
     status: str  # ok | failed | not_run
     cause: str | None
     metrics_version: str  # servesweep.METRICS_VERSION it was computed under
@@ -192,12 +200,22 @@ class LevelSummary(TypedDict, total=False):
     p90_chunk_gap_ms: float | None
     p99_chunk_gap_ms: float | None
     retokenized_mismatch: int
-    client_workers: int
     client_cpu_s: float | None
     client_cpu_share: float | None
+    client_workers: int
     client_max_loop_lag_ms: float | None
-    clock_origin_ns: int | None
+    energy_j: float | None  # added by servesweep.run.cell (NVML)
+    joules_per_output_token: float | None  # likewise
     started_at: str | None
+
+
+class LevelSummary(LevelColumns, total=False):
+    """results/cells/.../r{repeat}/levels/L{level}_i{in_boot}.json (bench.metrics): the columns
+    above, then these where a level has them (summary.csv appends them as it finds them)."""
+
+    repeat: int  # the boot (summary.csv has the cell's)
+    probe: bool  # a capacity-search probe (servesweep.capacity.search), not a configured level
+    clock_origin_ns: int | None
     # Rate levels only (servesweep.bench.arrivals.rate_figures):
     load: str  # "rate"
     max_concurrency: int | None
@@ -216,8 +234,44 @@ class LevelSummary(TypedDict, total=False):
     server_after: dict  # ...and after it
     server_counters: dict[str, float]  # counters' increase over the level
     gpu: dict  # NVML telemetry over the level (servesweep.server.telemetry)
-    energy_j: float | None
-    joules_per_output_token: float | None
+
+
+class SummaryCell(TypedDict):
+    """The cell's columns, first in every row of results/summary.csv (from its CellRecord)."""
+
+    stack: str
+    model: str
+    variant: str
+    repeat: int
+    engine: str | None
+    spec_hash: str | None
+    client_version: str | None
+    attempt: int
+    cell_status: str  # the CellRecord's status
+    failure_stage: str | None
+    failure_cause: str | None
+    boot_s: float | None
+
+
+class LevelGates(TypedDict):
+    """Collect's judgement of a level, columns of every row of results/summary.csv (after
+    the level's `cause`): whether it may enter a verdict, and why not
+    (servesweep.results.collect.validity)."""
+
+    valid: bool
+    invalid_reasons: str | None  # "gate: detail; …", None when valid
+
+
+class LevelJudgement(LevelGates, total=False):
+    """All that collect adds to a level summary in results/summary.csv: its gates, the
+    prefix-cache hit rate of an ok level, and goodput with `slo:`
+    (servesweep.capacity.goodput.Goodput); summary.csv appends these as it finds them."""
+
+    prefix_cache_hit_rate: float | None
+    slo_met: int
+    slo_met_share: float | None
+    goodput_request_rate: float | None
+    goodput_output_throughput: float | None
 
 
 class RequestRecord(TypedDict):

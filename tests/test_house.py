@@ -215,7 +215,22 @@ def documented_fields(heading: str) -> set[str]:
         ("Cell result", records.CellRecord),
         ("Level summary", records.LevelSummary),
         ("Request records", records.RequestRecord),
+        ("Summary table", records.LevelJudgement),
     ],
 )
 def test_record_types_are_the_documented_records(heading, record):
     assert set(typing.get_type_hints(record)) == documented_fields(heading)
+
+
+def test_the_summary_columns_are_the_record_types():
+    # summary.csv's fixed columns come from servesweep.records (one declaration): the cell's
+    # (named in the Summary table's prose), every one a column of a record or collect's.
+    from servesweep.results.collect.cells import CELL_COLUMNS, LEVEL_FIELDS, STACK_FIELDS
+
+    prose = (ROOT / "docs" / "records.md").read_text().split("## Summary table", 1)[1]
+    named = prose.split("Columns: `", 1)[1].split("`", 1)[0]
+    assert " ".join(named.split()) == ", ".join(CELL_COLUMNS)
+    level = set(typing.get_type_hints(records.LevelSummary))
+    judged = set(typing.get_type_hints(records.LevelJudgement))
+    assert set(LEVEL_FIELDS) <= level | judged and len(set(LEVEL_FIELDS)) == len(LEVEL_FIELDS)
+    assert set(STACK_FIELDS) <= set(typing.get_type_hints(records.StackManifest))

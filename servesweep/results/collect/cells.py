@@ -14,96 +14,28 @@ from typing import NamedTuple
 import pandas as pd
 
 from servesweep.capacity.goodput import level_goodput
-from servesweep.records import CellRecord
+from servesweep.level import Level
+from servesweep.records import (
+    CellRecord,
+    LevelColumns,
+    LevelGates,
+    LevelSummary,
+    StackColumns,
+    SummaryCell,
+)
 from servesweep.results.collect.derived import prefix_cache_hit_rate
 from servesweep.results.collect.recompute import needs_recompute, recompute
 from servesweep.results.collect.validity import invalid_reasons
 from servesweep.sweep.layout import level_name
 
-# Cell-level columns, first in every row.
-CELL_COLUMNS = [
-    "stack",
-    "model",
-    "variant",
-    "repeat",
-    "engine",
-    "spec_hash",
-    "client_version",
-    "attempt",
-    "cell_status",
-    "failure_stage",
-    "failure_cause",
-    "boot_s",
-]
-
-# Level-summary fields in the order docs/records.md lists them; unknown extra fields
-# found in the files are appended after these so nothing is lost.
-_LATENCY = [
-    f"{stat}_{metric}_ms"
-    for metric in ("ttft", "tpot", "itl", "e2el", "chunk_gap")
-    for stat in ("mean", "median", "std", "p90", "p99")
-]
-LEVEL_FIELDS = [
-    "level",
-    "in_boot",
-    "status",
-    "cause",
-    "valid",
-    "invalid_reasons",
-    "metrics_version",
-    "recomputed_from",
-    "num_prompts",
-    "warmup",
-    "completed",
-    "failed",
-    "errors",
-    "duration_s",
-    "steady_window_s",
-    "total_input_tokens",
-    "total_output_tokens",
-    "output_throughput",
-    "total_token_throughput",
-    "request_throughput",
-    "steady_output_throughput",
-    "steady_total_token_throughput",
-    "peak_output_throughput",
-    "achieved_concurrency",
-    "concurrency",
-    "client_bound",
-    *_LATENCY,
-    "retokenized_mismatch",
-    "client_cpu_s",
-    "client_cpu_share",
-    "client_workers",
-    "client_max_loop_lag_ms",
-    "energy_j",
-    "joules_per_output_token",
-    "started_at",
-]
-
-STACK_FIELDS = [
-    "stack",
-    "kind",
-    "python",
-    "python_version",
-    "torch",
-    "torch_cuda",
-    "transformers",
-    "sglang",
-    "vllm",
-    "flashinfer",
-    "nccl",
-    "cpu_model",
-    "gpus",
-    "driver",
-    "nvcc",
-    "topology",
-    "freeze_sha256",
-    "freeze_count",
-    "installer",
-    "built_at",
-    "build_s",
-]
+# summary.csv's columns, declared once in servesweep.records: the cell's first, then the level
+# summary's with collect's gates after its status and cause (any other level field found is
+# appended after these, so nothing is lost), then the stack manifest's, prefixed `stack_`.
+CELL_COLUMNS = list(SummaryCell.__annotations__)
+_LEVEL = list(LevelColumns.__annotations__)
+_GATES_AT = _LEVEL.index("cause") + 1
+LEVEL_FIELDS = [*_LEVEL[:_GATES_AT], *LevelGates.__annotations__, *_LEVEL[_GATES_AT:]]
+STACK_FIELDS = list(StackColumns.__annotations__)
 
 # Columns that must stay strings when summary.csv is read back (a spec hash of all
 # digits or a client version "1" would otherwise turn into numbers).
@@ -116,6 +48,8 @@ TEXT_COLUMNS = [c for c in CELL_COLUMNS if c not in ("boot_s", "repeat", "attemp
     "metrics_version",
     "recomputed_from",
 ]
+
+LevelJson = int | float | str  # a level as records write it (Level.json)
 
 CELL_STATUSES = ("ok", "failed")
 LEVEL_STATUSES = ("ok", "failed", "not_run")
@@ -173,16 +107,16 @@ def _flat(value):
     return value
 
 
-def _level_rows(cell: dict, plan: list[tuple[int, int]] | None) -> list[dict]:
+def _level_rows(cell: CellRecord, plan: list[tuple[LevelJson, int]] | None) -> list[LevelSummary]:
     """The boot's level summaries; every planned (level, in_boot) gets a row, even one the
     writer left out (as not_run)."""
-    rows = [dict(lev) for lev in cell.get("levels") or []]
+    rows = [LevelSummary(**lev) for lev in cell.get("levels") or []]
     for r in rows:
         r.setdefault("in_boot", 0)
     if plan is not None:
         have = {(r["level"], r["in_boot"]) for r in rows}
         rows += [
-            {"level": lv, "in_boot": i, "status": "not_run"}
+            LevelSummary(level=lv, in_boot=i, status="not_run")
             for lv, i in plan
             if (lv, i) not in have
         ]
@@ -190,30 +124,31 @@ def _level_rows(cell: dict, plan: list[tuple[int, int]] | None) -> list[dict]:
         rows.sort(key=lambda r: order.get((r["level"], r["in_boot"]), len(order)))
     if not rows:
         # Keep a boot that never reached a level visible in the table.
-        rows = [{"status": "not_run"}]
+        rows = [LevelSummary(status="not_run")]
     return rows
 
 
 class Analysis(NamedTuple):
     """What collect needs of the sweep: its levels, boots' plan and how to judge levels."""
 
-    levels: list[int] | None = None
+    levels: list[Level] | None = None  # the configured levels
     repeats_in_boot: int = 1
     error_rate_threshold: float = 0.5
     gates: dict | None = None  # the config's `analysis` section
     slo: dict | None = None  # the config's `slo` section: goodput per level
 
     @property
-    def plan(self) -> list[tuple[int, int]] | None:
+    def plan(self) -> list[tuple[LevelJson, int]] | None:
+        """Every (level, in_boot) a boot measures, the level as its summary writes it."""
         if self.levels is None:
             return None
-        return [(lv, i) for lv in self.levels for i in range(self.repeats_in_boot)]
+        return [(lv.json, i) for lv in self.levels for i in range(self.repeats_in_boot)]
 
 
 DEFAULT_GATES = {"max_failed_fraction": 0.01, "min_steady_fraction": 0.2}
 
 
-def _checked(cell: dict, lev: dict, levels_dir: Path, analysis: Analysis) -> dict:
+def _checked(cell: CellRecord, lev: LevelSummary, levels_dir: Path, analysis: Analysis) -> dict:
     """A level summary recomputed where its definition is older, with its gates."""
     if needs_recompute(lev) and "level" in lev:
         name = level_name(lev["level"], lev.get("in_boot", 0))
@@ -227,7 +162,7 @@ def _checked(cell: dict, lev: dict, levels_dir: Path, analysis: Analysis) -> dic
         path = levels_dir / f"{name}.requests.jsonl"
         lev = {**lev, **level_goodput(path, analysis.slo, lev.get("duration_s"))}
     reasons = invalid_reasons(lev, cell.get("client_version"), analysis.gates or DEFAULT_GATES)
-    return {**lev, "valid": not reasons, "invalid_reasons": "; ".join(reasons) or None}
+    return {**lev, **LevelGates(valid=not reasons, invalid_reasons="; ".join(reasons) or None)}
 
 
 def load_cells(cell_paths: list[Path]) -> list[tuple[CellRecord, Path]]:
@@ -235,11 +170,30 @@ def load_cells(cell_paths: list[Path]) -> list[tuple[CellRecord, Path]]:
     return [(load_cell(path), Path(path)) for path in cell_paths]
 
 
-def checked_levels(cell: dict, cell_dir: Path, analysis: Analysis) -> list[dict]:
+def checked_levels(cell: CellRecord, cell_dir: Path, analysis: Analysis) -> list[dict]:
     """One boot's level summaries as summary.csv has them: every planned level (not_run
     where missing), recomputed where older, with goodput and their validity gates."""
     rows = _level_rows(cell, analysis.plan)
     return [_checked(cell, lev, Path(cell_dir) / "levels", analysis) for lev in rows]
+
+
+def summary_cell(cell: CellRecord) -> SummaryCell:
+    """The cell's columns of its rows."""
+    failure = cell.get("failure") or {}
+    return SummaryCell(
+        stack=cell["stack"],
+        model=cell["model"],
+        variant=cell["variant"],
+        repeat=cell.get("repeat", 0),
+        engine=cell.get("engine"),
+        spec_hash=cell.get("spec_hash"),
+        client_version=cell.get("client_version"),
+        attempt=cell.get("attempt", 0),
+        cell_status=cell["status"],
+        failure_stage=failure.get("stage"),
+        failure_cause=failure.get("cause"),
+        boot_s=cell.get("boot_s"),
+    )
 
 
 def collect(
@@ -262,21 +216,7 @@ def collect_cells(
     stack_extra: list[str] = []
     rows = []
     for cell, path in cells:
-        failure = cell.get("failure") or {}
-        base = {
-            "stack": cell["stack"],
-            "model": cell["model"],
-            "variant": cell["variant"],
-            "repeat": cell.get("repeat", 0),
-            "engine": cell.get("engine"),
-            "spec_hash": cell.get("spec_hash"),
-            "client_version": cell.get("client_version"),
-            "attempt": cell.get("attempt", 0),
-            "cell_status": cell["status"],
-            "failure_stage": failure.get("stage"),
-            "failure_cause": failure.get("cause"),
-            "boot_s": cell.get("boot_s"),
-        }
+        base = summary_cell(cell)
         manifest = cell.get("stack_manifest") or {}
         stack_cols = {f"stack_{k}": _flat(v) for k, v in manifest.items()}
         stack_extra += [k for k in manifest if k not in STACK_FIELDS and k not in stack_extra]

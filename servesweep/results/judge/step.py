@@ -19,7 +19,7 @@ from servesweep.sweep.config import Sweep
 def analysis_of(sweep: Sweep) -> Analysis:
     bench = sweep.benchmark
     return Analysis(
-        levels=[lv.json for lv in sweep.levels],
+        levels=list(sweep.levels),
         repeats_in_boot=bench["repeats_in_boot"],
         error_rate_threshold=bench["error_rate_threshold"],
         gates=sweep.analysis,

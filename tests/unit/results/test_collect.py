@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 from fixtures.cells import (
+    CONFIGURED,
     LEVELS,
     REPEATS,
     STACK_MANIFEST,
@@ -21,7 +22,7 @@ from servesweep.results.collect.cells import CELL_COLUMNS, Analysis, collect, re
 def test_summary_rows_and_statuses(tmp_path):
     paths, expected = write_sweep(tmp_path)
     out = tmp_path / "results" / "summary.csv"
-    df = collect(paths, out, Analysis(levels=LEVELS))
+    df = collect(paths, out, Analysis(levels=CONFIGURED))
 
     back = read_summary(out)
     # One row per boot and level (one measurement per boot here).
@@ -56,7 +57,7 @@ def test_summary_rows_and_statuses(tmp_path):
 
 def test_validity_gates_keep_levels_out_and_say_why(tmp_path):
     paths, _ = write_sweep(tmp_path)
-    back = collect(paths, tmp_path / "s.csv", Analysis(levels=LEVELS))
+    back = collect(paths, tmp_path / "s.csv", Analysis(levels=CONFIGURED))
     reasons = {
         (r.variant, r.level, r.repeat): (
             r.valid,
@@ -141,7 +142,7 @@ def test_an_older_metric_definition_is_recomputed_from_the_stored_requests(tmp_p
 
 def test_missing_levels_become_not_run(tmp_path):
     path = write_cell(tmp_path, "baseline", 0, "failed", [], {"stage": "launch", "cause": "oom"})
-    df = collect([path], tmp_path / "a.csv", Analysis(levels=LEVELS))
+    df = collect([path], tmp_path / "a.csv", Analysis(levels=CONFIGURED))
     assert list(df.level) == LEVELS and set(df.status) == {"not_run"}
     # Without the configured levels the boot still shows up, as one row.
     df = collect([path], tmp_path / "b.csv")
