@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,6 +21,7 @@ from servesweep.correctness.compare import compare_records
 from servesweep.hunt.state import BootKey, BootResult
 from servesweep.jsonfile import read_json
 from servesweep.level import Level, parse_value
+from servesweep.records import CellRecord
 from servesweep.results.collect.cells import checked_levels
 from servesweep.results.judge.step import analysis_of
 from servesweep.sweep.config import Sweep
@@ -39,7 +40,7 @@ def cell_path(sweep: Sweep, paths: Paths, key: BootKey) -> Path:
     return paths.cell_json(hunt.stack_of(key.variant), hunt.model, key.variant, key.boot)
 
 
-def _seconds(cell: dict) -> float:
+def _seconds(cell: CellRecord) -> float:
     try:
         start = dt.datetime.fromisoformat(cell["started_at"])
         end = dt.datetime.fromisoformat(cell["finished_at"])
@@ -48,14 +49,14 @@ def _seconds(cell: dict) -> float:
     return max((end - start).total_seconds(), 0.0)
 
 
-def boot_cost(cell: dict) -> BootCost:
+def boot_cost(cell: CellRecord) -> BootCost:
     """What the boot cost: its wall time (started_at → finished_at) × the GPUs it held."""
     gpus = int((cell.get("spec") or {}).get("gpus") or 0)
     wall = _seconds(cell)
     return BootCost(wall, gpus, wall * gpus / 3600)
 
 
-def _failure(cell: dict) -> str:
+def _failure(cell: CellRecord) -> str:
     f = cell.get("failure") or {}
     where = f.get("stage") or "?"
     if f.get("level") is not None:
@@ -76,7 +77,9 @@ def _changed(sweep: Sweep, variant: str, record: dict | None, reference: dict | 
     return any(m.changes_outputs for m in found)
 
 
-def boot_result(sweep: Sweep, cell: dict, cell_dir: Path, reference: dict | None) -> BootResult:
+def boot_result(
+    sweep: Sweep, cell: CellRecord, cell_dir: Path, reference: dict | None
+) -> BootResult:
     """One boot's observation (`reference`: the start's correctness.json)."""
     hunt = sweep.hunt
     if cell.get("status") == "failed" and (cell.get("failure") or {}).get("stage") in (
@@ -110,19 +113,32 @@ def boot_result(sweep: Sweep, cell: dict, cell_dir: Path, reference: dict | None
     return BootResult(values, None, _changed(sweep, cell["variant"], record, reference))
 
 
+def read_cells(sweep: Sweep, paths: Paths, keys: Iterable[BootKey]) -> dict[BootKey, CellRecord]:
+    """The records of the boots among `keys` that have one, each read once."""
+    found = {}
+    for key in map(BootKey._make, keys):
+        cell: CellRecord | None = read_json(cell_path(sweep, paths, key))
+        if cell is not None:
+            found[key] = cell
+    return found
+
+
 def observations(
     sweep: Sweep, paths: Paths, keys: Iterable[BootKey]
 ) -> tuple[dict[BootKey, BootResult], dict[BootKey, BootCost]]:
     """The observations and costs of the boots whose records exist among `keys`."""
+    return observe_cells(sweep, paths, read_cells(sweep, paths, keys))
+
+
+def observe_cells(
+    sweep: Sweep, paths: Paths, cells: Mapping[BootKey, CellRecord]
+) -> tuple[dict[BootKey, BootResult], dict[BootKey, BootCost]]:
+    """The observations and costs of boots whose records were read (`read_cells`)."""
     hunt = sweep.hunt
     start = BootKey(hunt.spec.start.name, 0)
     reference = read_json(cell_path(sweep, paths, start).parent / "correctness.json")
     obs, costs = {}, {}
-    for key in map(BootKey._make, keys):
-        path = cell_path(sweep, paths, key)
-        cell = read_json(path)
-        if cell is None:
-            continue
-        obs[key] = boot_result(sweep, cell, path.parent, reference)
+    for key, cell in cells.items():
+        obs[key] = boot_result(sweep, cell, cell_path(sweep, paths, key).parent, reference)
         costs[key] = boot_cost(cell)
     return obs, costs

@@ -6,24 +6,24 @@ budget. Launches nothing; like the sweep's plan, it reads the records.
 from __future__ import annotations
 
 from servesweep.hunt import state as hstate
-from servesweep.hunt.flow.observe import cell_path, observations
-from servesweep.jsonfile import read_json
+from servesweep.hunt.flow.observe import observe_cells, read_cells
+from servesweep.hunt.state import BootKey
+from servesweep.records import CellRecord
 from servesweep.sweep.config import Sweep, spec_hash
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.plan import PlannedCell, plan_sweep
 from servesweep.sweep.plan_text import plan_json, render, write_text_and_json
 
 
-def current_records(sweep: Sweep, paths: Paths, keys) -> list:
-    """The keys whose record exists and was measured with the spec in force."""
+def current_records(sweep: Sweep, paths: Paths, keys) -> dict[BootKey, CellRecord]:
+    """The records of `keys` that exist and were measured with the spec in force."""
     h = sweep.hunt
-    out = []
-    for key in keys:
-        cell = read_json(cell_path(sweep, paths, key))
-        spec = sweep.spec(h.stack_of(key.variant), h.model, key.variant)
-        if cell is not None and cell.get("spec_hash") == spec_hash(spec):
-            out.append(key)
-    return out
+
+    def in_force(key: BootKey) -> str:
+        return spec_hash(sweep.spec(h.stack_of(key.variant), h.model, key.variant))
+
+    cells = read_cells(sweep, paths, keys)
+    return {key: cell for key, cell in cells.items() if cell.get("spec_hash") == in_force(key)}
 
 
 def replay(sweep: Sweep, paths: Paths) -> hstate.HuntState:
@@ -31,7 +31,7 @@ def replay(sweep: Sweep, paths: Paths) -> hstate.HuntState:
     obs: dict = {}
     while True:
         state = hstate.advance(sweep.hunt.spec, obs)
-        found, _ = observations(sweep, paths, current_records(sweep, paths, state.needed))
+        found, _ = observe_cells(sweep, paths, current_records(sweep, paths, state.needed))
         if not found:
             return state
         obs.update(found)

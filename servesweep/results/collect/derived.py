@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from servesweep.records import LevelSummary
+
 HIT_COUNTERS = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits")
 QUERY_COUNTERS = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries")
 
@@ -10,7 +12,7 @@ def _sum(counters: dict, names: tuple[str, ...]) -> float:
     return sum(v for k, v in counters.items() if k.split("{", 1)[0] in names)
 
 
-def prefix_cache_hit_rate(level: dict) -> float | None:
+def prefix_cache_hit_rate(level: LevelSummary) -> float | None:
     """The share of prompt tokens served from the prefix cache during the level: from the
     hit and query counters' growth over the level where the engine counts them (vLLM),
     else the engine's own gauge after the level (SGLang's cache_hit_rate); None where the

@@ -11,6 +11,7 @@ from pathlib import Path
 from servesweep import METRICS_VERSION
 from servesweep.bench import metrics
 from servesweep.level import Level
+from servesweep.records import LevelSummary
 
 # Measured once, not derivable from the request records: carried over as they were.
 MEASURED_FIELDS = (
@@ -39,13 +40,15 @@ def read_requests(path: Path) -> list[dict] | None:
         return None
 
 
-def needs_recompute(summary: dict) -> bool:
+def needs_recompute(summary: LevelSummary) -> bool:
     return summary.get("status") in ("ok", "failed") and str(
         summary.get("metrics_version", "0")
     ) != str(METRICS_VERSION)
 
 
-def recompute(summary: dict, requests_path: Path, error_rate_threshold: float) -> dict | None:
+def recompute(
+    summary: LevelSummary, requests_path: Path, error_rate_threshold: float
+) -> LevelSummary | None:
     """The summary again under today's definitions, or None when its requests are gone."""
     records = read_requests(requests_path)
     if records is None:

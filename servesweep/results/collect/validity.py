@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from servesweep import CLIENT_VERSION, METRICS_VERSION
+from servesweep.records import LevelSummary
 
 GATES = {
     "not_ok": "the level did not complete (failed or not run)",
@@ -31,7 +32,7 @@ def _number(value) -> float | None:
     return None if math.isnan(number) else number
 
 
-def invalid_reasons(level: dict, client_version, analysis: dict) -> list[str]:
+def invalid_reasons(level: LevelSummary, client_version, analysis: dict) -> list[str]:
     """The gates a level summary fails, as `gate: detail` strings (empty: valid)."""
     reasons: list[str] = []
     if level.get("status") != "ok":

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from servesweep import fmt, stats
 from servesweep.level import level_key, parse_value
+from servesweep.records import CapacityRecord, CellRecord
 from servesweep.results.judge.verdicts import Comparison, verdict_of
 
 
@@ -33,7 +34,7 @@ class CapacityRow(NamedTuple):
     values: tuple[float, ...] = ()  # the boots' capacities (finite ones)
 
 
-def _boot_text(repeat: int, cap: dict) -> str:
+def _boot_text(repeat: int, cap: CapacityRecord) -> str:
     low = fmt.MISSING if cap.get("low") is None else level_key(cap["low"])
     high = "∞" if cap.get("high") is None else level_key(cap["high"])
     value = "none" if cap.get("value") is None else level_key(cap["value"])
@@ -42,7 +43,7 @@ def _boot_text(repeat: int, cap: dict) -> str:
     return f"r{repeat}: {value} [{low}, {high}){note}"
 
 
-def bracket_range(mine: list[tuple[int, dict]], ref: list[tuple[int, dict]]):
+def bracket_range(mine: list[tuple[int, CapacityRecord]], ref: list[tuple[int, CapacityRecord]]):
     """Δ % between two capacities that the boots' brackets allow: (lowest of mine / highest
     of the baseline's, highest of mine / lowest of the baseline's) - 1; a bracket open at the
     top (every level met the SLO) allows any increase."""
@@ -60,8 +61,8 @@ def bracket_range(mine: list[tuple[int, dict]], ref: list[tuple[int, dict]]):
     return lo, hi
 
 
-def capacity_rows(cells: list[dict], variants: list[str], baseline: str) -> list[CapacityRow]:
-    found: dict[tuple[str, str, str], list[tuple[int, dict]]] = {}
+def capacity_rows(cells: list[CellRecord], variants: list[str], baseline: str) -> list[CapacityRow]:
+    found: dict[tuple[str, str, str], list[tuple[int, CapacityRecord]]] = {}
     for c in cells:
         cap = c.get("capacity")
         if c.get("status") == "ok" and isinstance(cap, dict):

@@ -20,7 +20,8 @@ from servesweep.bench.metrics import CLIENT_BOUND_RATIO, CLIENT_CPU_SATURATED
 from servesweep.correctness import views as correctness_views
 from servesweep.jsonfile import utc_now
 from servesweep.level import level_key
-from servesweep.results.collect.cells import load_cell, read_summary
+from servesweep.records import CellRecord
+from servesweep.results.collect.cells import load_cells, read_summary
 from servesweep.results.collect.validity import GATES
 from servesweep.results.judge.capacity import capacity_rows
 from servesweep.results.judge.verdicts import FASTER, SLOWER, to_frame
@@ -48,7 +49,9 @@ def _order(names: list[str], found) -> list[str]:
     return [*names, *[x for x in ordered(found) if x not in names]]
 
 
-def pareto_view(df: pd.DataFrame, cells: list[dict], variants: list[str], cost) -> dict | None:
+def pareto_view(
+    df: pd.DataFrame, cells: list[CellRecord], variants: list[str], cost
+) -> dict | None:
     gpus = {
         (c["stack"], c["model"], c["variant"]): int((c.get("spec") or {}).get("gpus") or 0)
         for c in cells
@@ -81,7 +84,7 @@ def pareto_view(df: pd.DataFrame, cells: list[dict], variants: list[str], cost) 
     }
 
 
-def capacity_view(cells: list[dict], variants: list[str], baseline: str) -> list[dict]:
+def capacity_view(cells: list[CellRecord], variants: list[str], baseline: str) -> list[dict]:
     words = {FASTER: "higher", SLOWER: "lower"}
 
     return [
@@ -123,7 +126,7 @@ def build_report(
     df = read_summary(summary_csv)
     df["level"] = pd.to_numeric(df["level"], errors="coerce")
     verdicts = read_verdicts(Path(verdicts_csv))
-    cells = [load_cell(p) for p in cell_paths]
+    cells = [cell for cell, _ in load_cells(cell_paths)]  # each read once, checked
     stacks = _order(settings.stacks, df["stack"])
     variants = _order(settings.variants, df["variant"])
     baseline = settings.analysis["baseline"]

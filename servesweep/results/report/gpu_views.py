@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from servesweep import fmt
+from servesweep.records import CellRecord
 
 NONE = fmt.MISSING
 
@@ -40,7 +41,7 @@ def env_text(env: dict[str, str] | None) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(env.items())) if env else NONE
 
 
-def servers_env_text(cells: list[dict]) -> str:
+def servers_env_text(cells: list[CellRecord]) -> str:
     """The communication variables the stack's servers got (CUDA_VISIBLE_DEVICES apart):
     'K=V' where every boot had it, 'K=V (n of m boots)' where only some did."""
     envs = [c["comm_env"] for c in cells if c.get("comm_env") is not None]
@@ -53,7 +54,7 @@ def servers_env_text(cells: list[dict]) -> str:
     return " ".join(parts) or NONE
 
 
-def held_text(cells: list[dict]) -> str:
+def held_text(cells: list[CellRecord]) -> str:
     """Which GPUs the stack's boots held: 'CUDA_VISIBLE_DEVICES 0 | 1 (pool 0,1,2,3, config)'."""
     slots = [c["gpu_slots"] for c in cells if c.get("gpu_slots")]
     if not slots:
@@ -66,7 +67,7 @@ def held_text(cells: list[dict]) -> str:
     return f"CUDA_VISIBLE_DEVICES {shown} (pool {'; '.join(pools)})"
 
 
-def link_rows(names: list[str], stacks: dict[str, dict], cells: list[dict]) -> list[dict]:
+def link_rows(names: list[str], stacks: dict[str, dict], cells: list[CellRecord]) -> list[dict]:
     """The manifest table's multi-GPU rows, one value per stack in `names`."""
     by_stack = {s: [c for c in cells if c["stack"] == s] for s in names}
     values = {

@@ -12,6 +12,7 @@ from servesweep.fmt import MISSING
 from servesweep.fmt import size as fmt_bytes
 from servesweep.fmt import value as fmt
 from servesweep.level import parse_value
+from servesweep.records import CellRecord
 from servesweep.resources.setup import STAGES as SETUP_STAGES
 from servesweep.results.collect.cells import STACK_FIELDS
 from servesweep.results.report.gpu_views import link_rows
@@ -86,7 +87,7 @@ def group_tables(df: pd.DataFrame, variants: list[str]) -> list[dict]:
     return groups
 
 
-def boot_costs(cells: list[dict], variants: list[str]) -> list[dict]:
+def boot_costs(cells: list[CellRecord], variants: list[str]) -> list[dict]:
     """Per cell: launch -> ready over its boots (mean ± 95 % interval), what the engine's
     log said the boot cost (CUDA-graph capture) and left (KV-cache tokens), and each boot
     on its own (`per_boot`: time, compile time and whether the compile cache was reused)."""
@@ -115,11 +116,11 @@ def boot_costs(cells: list[dict], variants: list[str]) -> list[dict]:
     return rows
 
 
-def _repeat(cell: dict) -> int:
+def _repeat(cell: CellRecord) -> int:
     return int(cell.get("repeat") or 0)
 
 
-def _boot_line(cell: dict) -> str:
+def _boot_line(cell: CellRecord) -> str:
     """One boot, so that a first boot's cold compile is never averaged out of sight:
     `r0 146.2 s (compile 24.6 s, cache miss; init 57.7 s)`."""
     f = cell.get("boot_facts") or {}
@@ -174,7 +175,7 @@ def _gpus_text(gpus) -> str:
     return ", ".join(f"{len(gpus)} × {n}" if len(names) == 1 else n for n in names)
 
 
-def manifests(cells: list[dict]) -> dict:
+def manifests(cells: list[CellRecord]) -> dict:
     stacks: dict[str, dict] = {}
     for c in cells:
         stacks.setdefault(c["stack"], c.get("stack_manifest") or {})
@@ -192,7 +193,7 @@ def manifests(cells: list[dict]) -> dict:
     return {"stacks": names, "rows": rows, "topology": topo}
 
 
-def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
+def failures(df: pd.DataFrame, cells: list[CellRecord]) -> list[dict]:
     """Failed boots (stage, cause, log tail), then failed levels a boot's own failure
     does not already cover (e.g. http_errors)."""
     out, seen = [], set()
@@ -232,7 +233,7 @@ def failures(df: pd.DataFrame, cells: list[dict]) -> list[dict]:
     return out
 
 
-def setup_failures(cells: list[dict]) -> list[dict]:
+def setup_failures(cells: list[CellRecord]) -> list[dict]:
     """Every stack and model that could not be set up, once (from the manifests the cells
     carry), with how many boots it cost: what the report says first."""
     found: dict[tuple[str, str], dict] = {}
@@ -258,7 +259,7 @@ def setup_failures(cells: list[dict]) -> list[dict]:
     return list(found.values())
 
 
-def gpu_rows(cells: list[dict]) -> list[dict]:
+def gpu_rows(cells: list[CellRecord]) -> list[dict]:
     """One row per (boot, level, GPU) with NVML telemetry; none without NVML."""
     rows = []
     for c in cells:
@@ -283,7 +284,7 @@ def gpu_rows(cells: list[dict]) -> list[dict]:
     return rows
 
 
-def accept_lengths(cells: list[dict]) -> dict[tuple[str, str, str, int], float]:
+def accept_lengths(cells: list[CellRecord]) -> dict[tuple[str, str, str, int], float]:
     """Speculative decoding's mean accept length per (stack, model, variant, level), from the
     engine's snapshot after each level (servesweep.server.engines.base.HEADLINE_KEYS)."""
     found: dict[tuple, list[float]] = {}
@@ -302,7 +303,7 @@ def log_text(tail) -> str | None:
     return "\n".join(tail) if isinstance(tail, list) else str(tail)
 
 
-def cell_views(cells: list[dict], current: str) -> list[dict]:
+def cell_views(cells: list[CellRecord], current: str) -> list[dict]:
     """Per cell: what every boot of it shares (command, env, spec, model) and each boot's
     status with links to its records (relative to results/report.html)."""
     by: dict[tuple, list[dict]] = {}

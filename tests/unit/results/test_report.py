@@ -124,7 +124,7 @@ def test_gpu_telemetry_table(tmp_path):
 def test_the_default_sweeps_analysis_drives_the_report():
     sweep = load_file(Path(__file__).resolve().parents[3] / "config" / "config.yaml")
     analysis = analysis_of(sweep)
-    assert analysis.levels == [1, 10, 256, 1024]
+    assert [lv.json for lv in analysis.levels] == [1, 10, 256, 1024]
     assert sweep.benchmark["repeats"] >= 2  # the default shows intervals for real
     assert analysis.gates["baseline"] == "baseline"
 
