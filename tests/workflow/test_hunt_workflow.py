@@ -20,7 +20,7 @@ pytestmark = pytest.mark.workflow
 # Each planted factor divides the server's per-token gap (tests/fixtures/fault_server.py):
 # the path below is the right one by construction.
 CANDIDATES = {
-    "fast": {"env": {"FAULT_BOOST_A": "2.0"}, "description": "a clear winner, through the env"},
+    "fast": {"env": {"FAULT_BOOST_A": "3.0"}, "description": "a clear winner, through the env"},
     "slow": {"flags": {"speedup": 0.6}, "description": "a loser"},
     "crash": {
         "flags": {"fault": "die_at", "at": 4, "signature": "nccl"},
@@ -144,7 +144,7 @@ def test_the_hunt_takes_the_right_path_resumes_after_sigint_and_reruns_nothing(t
     final = hunt["final"]
     assert final["variant"] == "baseline+fast+runner+ep"
     assert final["command"][-4:] == ["--runner", "1.3", "--ep", "1.4"]
-    assert final["env"] == {"FAULT_BOOST_A": "2.0"}
+    assert final["env"] == {"FAULT_BOOST_A": "3.0"}
     assert hunt["excluded"] == {
         "slow": "round 0: worse at level 4",
         "crash": "round 0: crashed: nccl (level 4)",
