@@ -59,6 +59,16 @@ def _boots(boots) -> str:
     return f"{len(boots)} ({span})"
 
 
+def _reference_boots(asked, measured: dict) -> str:
+    """The reference's boots; where fewer were measured than asked for (its failed boots
+    replaced, then the round ended), both."""
+    text = _boots(asked)
+    n = measured.get("boots")
+    if isinstance(n, int) and n != len(asked or []):
+        text = f"{n} measured of {text} asked"
+    return text
+
+
 def _hours(x) -> str:
     return fmt.MISSING if fmt.missing(x) else f"{float(x):.3g}"
 
@@ -80,7 +90,7 @@ def verdict_words(arm: dict, adopted: str | None) -> tuple[str, str, str]:
             return "crashed", "failed", reason.removeprefix("crashed: ")
         if reason == "changes answers":
             return "changes outputs", "failed", "its greedy answers differ from the start's"
-        return "invalid", "failed", reason
+        return "invalid", "failed", f"{reason}: no valid value (see Validity below)"
     if verdict == "adopt" and arm.get("role", "candidate") == "candidate":
         if arm["candidate"] == adopted:
             return "adopted", "ok", reason
@@ -124,7 +134,7 @@ def round_views(hunt: dict) -> list[dict]:
                 + (" (confirm and ablation)" if r["kind"] == "check" else ""),
                 "kind": r["kind"],
                 "reference": r["reference"],
-                "reference_boots": _boots(r.get("reference_boots")),
+                "reference_boots": _reference_boots(r.get("reference_boots"), ref),
                 "reference_wall_min": _minutes(ref.get("wall_s")),
                 "reference_gpu_hours": _hours(ref.get("gpu_hours")),
                 "arms": [_arm_row(a, r.get("adopted"), measured) for a in r["arms"]],

@@ -277,3 +277,30 @@ def test_a_hunt_report_renders_in_chromium(tmp_path, planted):
     assert shown.image_widths and all(w > 0 for w in shown.image_widths)
     assert shown.empty_tables == 0
     keep_screenshot(shown, "hunt-report.png")
+
+
+def test_invalid_arms_and_a_reference_measured_less_than_asked():
+    """As the first CPU hunt ran: every counted level short of a steady window, so the
+    reference's two boots failed their gate (r2, r3 asked as replacements, never run once
+    every arm was dropped)."""
+    arm = {"candidate": "cb", "variant": "b+cb", "role": "candidate", "verdict": "dropped",
+           "reason": "invalid at level 16", "gain_pct": None, "low_pct": None,
+           "high_pct": None, "level": None, "boots": [0, 1], "gpu_hours": 0.0}  # fmt: skip
+    hunt = {
+        "start": "b",
+        "stop_reason": "a round adopted nothing",
+        "rounds": [{"index": 0, "kind": "search", "reference": "b",
+                    "reference_boots": [0, 1, 2, 3], "arms": [arm], "adopted": None}],
+        "ledger": [{"round": 0, "kind": "search", "boots": 4, "wall_s": 120.0, "gpu_hours": 0,
+                    "reference": {"variant": "b", "boots": 2, "wall_s": 60.0, "gpu_hours": 0},
+                    "arms": [{"variant": "b+cb", "role": "candidate", "boots": 2,
+                              "wall_s": 60.0, "gpu_hours": 0}]}],
+    }  # fmt: skip
+    (r,) = hunt_views.round_views(hunt)
+    assert r["reference_boots"] == "2 measured of 4 (r0–r3) asked"
+    assert r["arms"][0]["verdict"] == "invalid"
+    assert r["arms"][0]["why"] == "invalid at level 16: no valid value (see Validity below)"
+    assert hunt_views.ledger_view(hunt)["rows"] == [
+        {"round": 1, "kind": "search", "reference": 2, "arms": 2, "boots": 4,
+         "wall_min": "2.0", "gpu_hours": "0"}
+    ]  # fmt: skip
