@@ -6,7 +6,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from servesweep import CLIENT_VERSION  # noqa: E402
-from servesweep.hunt.flow.summary import with_summary  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
 from servesweep.jsonfile import read_json  # noqa: E402
 from servesweep.results.report.build import ReportSettings, build_report  # noqa: E402
@@ -29,8 +28,6 @@ with job_logger(sm.log[0]) as log:
         ),
         current_client_version=CLIENT_VERSION,
         correctness_csv=Path(sm.input.correctness),
+        hunt=read_json(Path(sm.input.hunt[0])) if sm.input.hunt else None,
     )
-    if sm.input.hunt:  # a hunt's path first (servesweep.hunt.flow.summary: the hook for its view)
-        out = Path(sm.output[0])
-        out.write_text(with_summary(out.read_text(), read_json(Path(sm.input.hunt[0]))))
     log(f"wrote {sm.output[0]}")

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures.browser import browser_ready, keep_screenshot, render
 from fixtures.faults import config, kill_if_running, wait_for, write
 from fixtures.workflow import run_snakemake, snakemake_cmd
 
@@ -167,7 +168,21 @@ def test_the_hunt_takes_the_right_path_resumes_after_sigint_and_reruns_nothing(t
     rows = list(csv.DictReader(open(tmp_path / "results" / "summary.csv")))
     assert {f"{r['variant']}/r{r['repeat']}" for r in rows} == set(after)
     report = (tmp_path / "results" / "report.html").read_text()
-    assert "baseline+fast+runner+ep" in report and "crashed: nccl (level 4)" in report
+    assert "baseline+fast+runner+ep" in report
+    crash = re.sub(r"\s+", " ", report[report.index("<code>crash</code>") :][:300])
+    assert (
+        '<span class="pill failed">crashed</span></td> <td class="l">round 1: nccl (level 4)'
+        in crash
+    )
+    # It opens with the hunt's path, the verdicts over every measured cell below it.
+    assert report.index('<h2 id="hunt">') < report.index('<h2 id="verdicts">')
+    path = "baseline → +fast (round 1) → +runner (round 2) → +ep (round 3)"
+    assert f"<b>Path:</b> {path}" in report
+    assert "FAULT_BOOST_A=2.0 \\" in report and "--runner 1.3 --ep 1.4</pre>" in report
+    if browser_ready():  # what a reviewer's browser shows, without a console error
+        shown = render(tmp_path / "results" / "report.html", tmp_path / "report.png")
+        assert shown.messages == [] and all(w > 0 for w in shown.image_widths)
+        keep_screenshot(shown, "hunt-workflow-report.png")
 
     # The resumed run measured only what was missing.
     resumed = re.findall(r"^(?:local)?rule run_cell:", run.stdout + run.stderr, flags=re.M)

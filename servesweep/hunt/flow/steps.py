@@ -150,6 +150,31 @@ def launch(sweep: Sweep, variant: str) -> dict:
     }
 
 
+def budget(spec) -> dict:
+    """The stated budget and what a boot is taken to cost (None: no limit)."""
+    return {
+        "boots": spec.budget_boots,
+        "gpu_hours": spec.budget_gpu_hours,
+        "gpu_hours_per_boot": spec.gpu_hours_per_boot,
+    }
+
+
+def candidates(sweep: Sweep) -> dict:
+    """Each candidate as the sweep file states it, in listing order."""
+    h = sweep.hunt
+    return {
+        c.name: {
+            "description": h.descriptions.get(c.name) or "",
+            "flags": dict(c.flags),
+            "env": dict(c.env),
+            "stack": c.stack,
+            "requires": list(c.requires),
+            "conflicts": list(c.conflicts),
+        }
+        for c in h.spec.candidates
+    }
+
+
 def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
     """results/hunt/hunt.json: the path, the final configuration and the ledger."""
     keys = [BootKey(*k) for k in last_step["observed"]]
@@ -182,6 +207,8 @@ def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
         "spent": spent,
         "planned_cost": jsonable(state.spent),
         "worst_case": jsonable(hstate.worst_case(h.spec)),
+        "budget": budget(h.spec),
+        "candidates": candidates(sweep),
         "cells": [str(cell_path(sweep, Paths(Path(".")), k)) for k in sorted(costs, key=tuple)],
         "spec_digest": hashlib.sha256(hunt_params(sweep).encode()).hexdigest()[:12],
     }

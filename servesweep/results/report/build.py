@@ -25,7 +25,7 @@ from servesweep.results.collect.cells import load_cells, read_summary
 from servesweep.results.collect.validity import GATES
 from servesweep.results.judge.capacity import capacity_rows
 from servesweep.results.judge.verdicts import FASTER, SLOWER, to_frame
-from servesweep.results.report import load_views, verdict_views, views
+from servesweep.results.report import hunt_views, load_views, verdict_views, views
 from servesweep.results.report.pareto import pareto_plot, pareto_points
 from servesweep.results.report.plots import metric_plot
 from servesweep.results.report.tables import ordered
@@ -119,9 +119,10 @@ def build_report(
     settings: ReportSettings,
     current_client_version: str | None = None,
     correctness_csv: Path | None = None,
+    hunt: dict | None = None,
 ) -> None:
     """Write one self-contained HTML report from summary.csv, verdicts.csv and the boots'
-    cell.json."""
+    cell.json; a hunt's results/hunt/hunt.json (`hunt`) opens it."""
     current = current_client_version if current_client_version is not None else CLIENT_VERSION
     df = read_summary(summary_csv)
     df["level"] = pd.to_numeric(df["level"], errors="coerce")
@@ -154,6 +155,7 @@ def build_report(
         title=settings.title,
         generated=utc_now(),
         baseline=baseline,
+        hunt=hunt_views.hunt_view(hunt),
         synthetic=synthetic,
         counts={
             "cells": len({k[:3] for k in boots}),
