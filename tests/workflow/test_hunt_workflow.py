@@ -178,7 +178,7 @@ def test_the_hunt_takes_the_right_path_resumes_after_sigint_and_reruns_nothing(t
     assert report.index('<h2 id="hunt">') < report.index('<h2 id="verdicts">')
     path = "baseline → +fast (round 1) → +runner (round 2) → +ep (round 3)"
     assert f"<b>Path:</b> {path}" in report
-    assert "FAULT_BOOST_A=2.0 \\" in report and "--runner 1.3 --ep 1.4</pre>" in report
+    assert "FAULT_BOOST_A=3.0 \\" in report and "--runner 1.3 --ep 1.4</pre>" in report
     if browser_ready():  # what a reviewer's browser shows, without a console error
         shown = render(tmp_path / "results" / "report.html", tmp_path / "report.png")
         assert shown.messages == [] and all(w > 0 for w in shown.image_widths)
