@@ -34,6 +34,7 @@ def test_the_examples_are_shipped():
         "vllm-cpu.yaml",
         "cpu-rate-slo.yaml",
         "h200-vllm.yaml",
+        "cpu-hunt.yaml",
     }
 
 
