@@ -413,16 +413,20 @@ def load(config: dict) -> Sweep:
     )
 
 
-def load_file(path: str | Path) -> Sweep:
-    path = Path(path)
+def read_sweep(path: str | Path) -> dict:
+    """A sweep file as a mapping; ConfigError with one line naming the file otherwise."""
     try:
-        config = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"config file {path}: cannot read ({exc.strerror})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise ConfigError(f"config file {path}{where}: not valid YAML") from None
-    if not isinstance(config, dict):
+    if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: must be a mapping of keys")
-    return load(config)
+    return data
+
+
+def load_file(path: str | Path) -> Sweep:
+    return load(read_sweep(path))

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import yaml
 
-from servesweep.sweep.config import ConfigError
+from servesweep.sweep.config import read_sweep
 
 DEFAULT_SWEEP = Path("config") / "config.yaml"
 
@@ -46,21 +46,6 @@ def default_sweep_path(workdir: Path, workflow_dir: Path) -> Path:
     """The working directory's config/config.yaml, else the one beside the Snakefile."""
     local = Path(workdir) / DEFAULT_SWEEP
     return local if local.is_file() else Path(workflow_dir) / DEFAULT_SWEEP
-
-
-def read_sweep(path: Path) -> dict:
-    """A sweep file as a mapping; ConfigError with one line naming the file otherwise."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"config file {path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"config file {path}{where}: not valid YAML") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path}: must be a mapping of keys")
-    return data
 
 
 def typed(value):
