@@ -1,11 +1,16 @@
 """Group-sequential boundaries and the per-look decision of one arm (a candidate against its
 reference) from per-boot values.
 
-The statistic: for each counted level, Welch's t on the log of the per-boot values, so the
-estimate is a relative difference (exp(d) - 1) and the boot scatter of each side is its own
-(unknown, small-sample) variance. Logs because a boot's throughput varies multiplicatively
-(clocks, layouts), the ratio of geometric means has a symmetric interval on the log scale,
-and the same code serves a latency (the sign flips).
+The statistic: for each counted level, a t statistic on the log of the per-boot values, so
+the estimate is a relative difference (exp(d) - 1). The boot scatter is pooled over every
+sample of that level the hunt has measured (each about its own mean, df = sum(n_i - 1), as
+in Dunnett's many-to-one comparisons): on one machine a configuration's boots scatter alike
+in relative terms, and the pool's many df let a look at 1-2 boots a side decide. An arm (or
+reference) whose own scatter is larger than the pool's (one-sided F-test) is judged by
+Welch on its own boots instead; `pool_variance: false` uses Welch throughout. Logs because
+a boot's throughput varies multiplicatively (clocks, layouts), the ratio of geometric means
+has a symmetric interval on the log scale, and the same code serves a latency (the sign
+flips).
 
 Two one-sided sequential tests run side by side on the same looks (boots per side n_1 <
 ... < n_K, information fraction t_k = n_k / n_K):
@@ -22,6 +27,7 @@ scale by their nominal significance levels (the "significance level approach", J
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple
 
@@ -178,8 +184,8 @@ def make_design(
     alpha_spending: Spending = "obf",
     beta_spending: Spending = "obf",
 ) -> Design:
-    if boots_min < 2 or boots_max < boots_min or stage < 1:
-        raise ValueError("need 2 <= boots_min <= boots_max and stage >= 1")
+    if boots_min < 1 or boots_max < boots_min or stage < 1:
+        raise ValueError("need 1 <= boots_min <= boots_max and stage >= 1")
     looks = list(range(boots_min, boots_max, stage)) + [boots_max]
     info = [float(n) for n in looks]
     eff = spending_bounds(info, alpha / levels, alpha_spending)
@@ -208,17 +214,66 @@ class LevelStats(NamedTuple):
     harm: np.ndarray  # gain + t(efficacy level, df) se: < 0 is significantly worse
 
 
+SCATTER_CHECK = 0.10  # one-sided F-test level: a side's own scatter larger than the pool's
+
+
+class Scatter(NamedTuple):
+    """Sums of squared deviations of log values from their sample's own mean, and their df,
+    summed over samples (arrays over the leading shape, like LevelStats)."""
+
+    ss: np.ndarray
+    df: np.ndarray
+
+
+def scatter(samples: Sequence[np.ndarray], logs: bool = False) -> Scatter:
+    """Samples of values (or of their logs), boots on the last axis, any number each (a
+    sample of one boot adds nothing)."""
+    ss, df = np.asarray(0.0), np.asarray(0)
+    for x in samples:
+        logs_ = np.asarray(x, dtype=float) if logs else np.log(np.asarray(x, dtype=float))
+        if logs_.shape[-1] >= 2:
+            ss = ss + ((logs_ - logs_.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+            df = df + logs_.shape[-1] - 1
+    return Scatter(ss, df)
+
+
 def level_stats(
-    design: Design, look: int, reference: np.ndarray, arm: np.ndarray, higher_is_better: bool
+    design: Design,
+    look: int,
+    reference: np.ndarray,
+    arm: np.ndarray,
+    higher_is_better: bool,
+    others: Sequence[np.ndarray] | None = None,
 ) -> LevelStats:
-    """Welch on logs, boots on the last axis (both sides with `design.looks[look]` boots)."""
+    """Boots on the last axis (both sides with `design.looks[look]` boots), on logs.
+
+    `others` None: Welch (each side's own variance). Otherwise the boot variance is pooled
+    over the reference, the arm and `others` (every other sample of this level measured in
+    the hunt so far, each about its own mean: the boot scatter is taken to be the same for
+    every configuration), with df = sum(n_i - 1), so a look at 1 or 2 boots a side can
+    decide once the hunt has seen enough boots. Where a side's own variance is larger than
+    the others' pool (one-sided F-test at SCATTER_CHECK), that arm falls back to Welch.
+    """
     n = design.looks[look]
     a, b = np.log(np.asarray(arm, dtype=float)[..., :n]), np.log(np.asarray(reference)[..., :n])
-    qa, qb = a.var(axis=-1, ddof=1) / n, b.var(axis=-1, ddof=1) / n
-    se = np.sqrt(qa + qb)
     gain = (a.mean(axis=-1) - b.mean(axis=-1)) * (1 if higher_is_better else -1)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # one boot a side: no own variance
+        qa, qb = a.var(axis=-1, ddof=1) / n, b.var(axis=-1, ddof=1) / n
+        se = np.sqrt(qa + qb)
         df = np.where(se > 0, (qa + qb) ** 2 / ((qa**2 + qb**2) / (n - 1)), np.inf)
+        if others is not None:
+            rest = scatter(others)
+            own = scatter([a, b], logs=True)
+            pooled_df = rest.df + own.df
+            pooled_se = np.sqrt(2 * (rest.ss + own.ss) / pooled_df / n)
+            agree = np.ones(np.shape(gain), dtype=bool)
+            if n >= 2 and np.all(rest.df > 0):
+                crit = sps.f.isf(SCATTER_CHECK, n - 1, rest.df)
+                rest_var = rest.ss / rest.df
+                agree = (qa * n <= crit * rest_var) & (qb * n <= crit * rest_var)
+            se = np.where(agree, pooled_se, se)
+            df = np.where(agree, pooled_df, df)
     t_eff = sps.t.isf(design.efficacy_p[look], df)
     t_fut = sps.t.isf(design.futility_p[look], df)
     return LevelStats(gain, se, df, gain - t_eff * se, gain + t_fut * se, gain + t_eff * se)
@@ -231,15 +286,18 @@ VERDICTS: tuple[Verdict, ...] = ("adopt", "reject", "continue", "undecided")
 def decide_codes(design: Design, look: int, per_level: Sequence[LevelStats]) -> np.ndarray:
     """The decision at a look from every counted level's stats (codes ADOPT..UNDECIDED):
     adopt when some level's lower bound is above 0 and no level is significantly worse;
-    reject when some level is significantly worse or every level is futile; otherwise
-    continue, or undecided at the last look."""
+    reject when, better nowhere, some level is significantly worse or every level is
+    futile; better at one level and worse at another is a trade-off that goes on to the
+    next look (a chance dip at an unchanged level clears with more boots) and is rejected
+    at the last; otherwise continue, or undecided at the last look."""
     futile_at = math.log1p(design.min_effect)
     better = np.any([s.low > 0 for s in per_level], axis=0)
     worse = np.any([s.harm < 0 for s in per_level], axis=0)
     futile = np.all([s.high < futile_at for s in per_level], axis=0)
     last = look == len(design.looks) - 1
     out = np.full(np.shape(better), UNDECIDED if last else CONTINUE)
-    out = np.where(worse | futile, REJECT, out)
+    out = np.where((worse | futile) & ~better, REJECT, out)
+    out = np.where(better & worse & last, REJECT, out)  # a trade-off, once the boots are spent
     return np.where(better & ~worse, ADOPT, out)
 
 
@@ -268,12 +326,14 @@ def decide(
     arm: Sequence[Sequence[float]],
     levels: Sequence[object],
     higher_is_better: bool,
+    others: Sequence[Sequence[Sequence[float]]] | None = None,
 ) -> Look:
     """One real arm: reference[i][j] / arm[i][j] is level i's value at boot j (at least
-    design.looks[look] boots each)."""
+    design.looks[look] boots each); `others[i]`: level i's other samples to pool the boot
+    variance with (None: Welch)."""
     per = [
-        level_stats(design, look, np.asarray(r), np.asarray(a), higher_is_better)
-        for r, a in zip(reference, arm, strict=True)
+        level_stats(design, look, np.asarray(r), np.asarray(a), higher_is_better, o)
+        for r, a, o in zip(reference, arm, others or [None] * len(arm), strict=True)
     ]
     code = int(decide_codes(design, look, per))
     best = max(range(len(per)), key=lambda i: (float(per[i].low), float(per[i].gain), -i))
@@ -313,15 +373,25 @@ def first_decisions(
     arm: np.ndarray,
     higher_is_better: bool = True,
     on_look: Callable[[int, np.ndarray], None] | None = None,
+    others: np.ndarray | None = None,
 ) -> FirstDecision:
     """Many arms at once (vectorised, for simulation): arrays shaped (arms, levels, boots)
-    with boots >= design.looks[-1]; each arm stops at its first decisive look."""
+    with boots >= design.looks[-1]; each arm stops at its first decisive look. `others`
+    (arms, m, levels, boots): m more samples measured beside each arm, boot for boot, whose
+    scatter is pooled with the arm's and the reference's (None: Welch)."""
     shape = reference.shape[0]
     code = np.full(shape, CONTINUE)
     boots = np.zeros(shape, dtype=int)
     for k, n in enumerate(design.looks):
         per = [
-            level_stats(design, k, reference[:, i], arm[:, i], higher_is_better)
+            level_stats(
+                design,
+                k,
+                reference[:, i],
+                arm[:, i],
+                higher_is_better,
+                None if others is None else [others[:, j, i, :n] for j in range(others.shape[1])],
+            )
             for i in range(reference.shape[1])
         ]
         now = decide_codes(design, k, per)

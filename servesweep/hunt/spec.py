@@ -56,7 +56,7 @@ class HuntSpec:
     candidates: tuple[Candidate, ...]
     objective: Objective
     min_effect_pct: float = 3.0  # δ: the smallest gain worth adopting
-    boots_min: int = 2  # boots per side at the first look
+    boots_min: int = 1  # boots per side at the first look (a look needs pooled df)
     boots_max: int = 11  # boots per side at the last look
     stage: int = 1  # boots per side added between looks
     alpha: float = 0.05  # one-sided, per arm: P(adopt | no gain)
@@ -72,6 +72,7 @@ class HuntSpec:
     ablate: bool = True  # final vs final minus each adopted candidate
     retest_rejected: bool = False  # False: a rejection is carried forward to later rounds
     reference_retries: int = 2  # failed reference boots replaced per round
+    pool_variance: bool = True  # one boot scatter per level over the hunt (else Welch)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -101,8 +102,9 @@ def validate(spec: HuntSpec) -> None:
         problems.append("objective.levels is empty")
     if not 0 < spec.alpha < 0.5 or not 0.5 < spec.power < 1:
         problems.append("need 0 < alpha < 0.5 and 0.5 < power < 1")
-    if spec.boots_min < 2 or spec.boots_max < spec.boots_min or spec.stage < 1:
-        problems.append("need 2 <= boots_min <= boots_max and stage >= 1")
+    fewest = 1 if spec.pool_variance else 2  # Welch needs two boots a side
+    if spec.boots_min < fewest or spec.boots_max < spec.boots_min or spec.stage < 1:
+        problems.append(f"need {fewest} <= boots_min <= boots_max and stage >= 1")
     if spec.min_effect_pct <= 0:
         problems.append("min_effect_pct must be > 0")
     if problems:
@@ -175,6 +177,18 @@ def applicable(spec: HuntSpec, adopted: Iterable[str], excluded: Iterable[str]) 
             continue
         ok.append(c.name)
     return tuple(ok)
+
+
+def without(spec: HuntSpec, members: Iterable[str], name: str) -> tuple[str, ...]:
+    """`members` less `name` and, transitively, every member that requires it: the set an
+    ablation of `name` can boot (a dependant cannot run without what it requires)."""
+    gone, rest = {name}, canonical(spec, members)
+    by_name = {c.name: c for c in spec.candidates}
+    while True:
+        more = {m for m in rest if m not in gone and set(by_name[m].requires) & gone}
+        if not more:
+            return tuple(m for m in rest if m not in gone)
+        gone |= more
 
 
 def _tuple(value: Any) -> tuple:

@@ -103,6 +103,7 @@ class _Replay:
         self.next_boot: dict[str, int] = defaultdict(int)
         self.members: dict[str, tuple[str, ...]] = {}
         self.spent_boots, self.spent_hours = 0, 0.0
+        self.groups: list[list[list[float]]] = []  # finished rounds' samples (levels x boots)
 
     def name(self, names: Sequence[str]) -> str:
         v = hs.variant_name(self.spec, names)
@@ -171,16 +172,25 @@ class _Replay:
             if pending:
                 break
             ref_arr = np.asarray(ref_values[:n], dtype=float).T  # levels x boots
+            measured = {
+                i: [
+                    [self.obs[(arm_vars[i], starts[i] + j)].values[lv] for j in range(requested[i])]
+                    for lv in levels
+                ]
+                for i in range(len(arms))
+                if open_[i] or (result[i] is not None and result[i].verdict != "dropped")
+            }
             for i in range(len(arms)):
                 if not open_[i]:
                     continue
-                vals = [
-                    [self.obs[(arm_vars[i], starts[i] + j)].values[lv] for j in range(n)]
-                    for lv in levels
-                ]
+                vals = measured[i]
+                others = None
+                if spec.pool_variance:  # every other sample of the hunt, level by level
+                    rest = [*self.groups, *(m for j, m in measured.items() if j != i)]
+                    others = [[g[li] for g in rest] for li in range(len(levels))]
                 check = arms[i][2] != "candidate"  # the final is the one on trial
                 a, b = (ref_arr, vals) if check else (vals, ref_arr)
-                look = decide(d, k, b, a, levels, spec.objective.higher_is_better)
+                look = decide(d, k, b, a, levels, spec.objective.higher_is_better, others)
                 if look.verdict != "continue":
                     open_[i] = False
                     result[i] = self._arm(arms[i], arm_vars[i], look.verdict, look.reason, look, n)
@@ -194,6 +204,16 @@ class _Replay:
             arms_out.append(arm._replace(boots=boots, gpu_hours=self.count(arm.variant, boots)))
         ref_boots = list(range(ref_start, ref_start + ref_req))
         self.next_boot[ref] = ref_start + ref_req
+        if not pending:  # this round's samples join the pool of later rounds' looks
+            self.groups.append(np.asarray(ref_values, dtype=float).T.tolist())
+            self.groups += [
+                [
+                    [self.obs[(arm_vars[i], starts[i] + j)].values[lv] for j in range(requested[i])]
+                    for lv in levels
+                ]
+                for i in range(len(arms))
+                if result[i].verdict != "dropped" and requested[i] >= 2
+            ]
         failure = "reference failed" if ref_fail > spec.reference_retries else None
         return arms_out, ref_boots, pending, failure
 
@@ -212,11 +232,14 @@ class _Replay:
 
 
 def _reused_ablation(arm: Arm) -> Arm:
-    """The last adopted candidate's ablation is its own adoption: final minus it was that
-    round's incumbent, measured interleaved with the final on fresh boots. Its boots and
-    GPU-hours are counted in that round, so none here."""
-    verdict = "needed" if arm.verdict == "adopt" else arm.verdict
-    return arm._replace(role="ablation", verdict=verdict, boots=(), gpu_hours=0.0)
+    """An ablation measured by another arm: the last adopted candidate's is its own adoption
+    (final minus it was that round's incumbent, measured interleaved with the final on
+    fresh boots), and one whose removal (with its dependants) leaves the set of another
+    check is that check's. Its boots and GPU-hours are counted there, so none here."""
+    verdict = {"adopt": "needed", "confirmed": "needed", "not confirmed": "not needed"}
+    return arm._replace(
+        role="ablation", verdict=verdict.get(arm.verdict, arm.verdict), boots=(), gpu_hours=0.0
+    )
 
 
 def _round_worst(spec: hs.HuntSpec, arms: int) -> int:
@@ -312,11 +335,18 @@ def advance(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult
         checks: dict[str, tuple[str, tuple[str, ...], str]] = {}
         if spec.confirm:
             checks[rp.name(())] = ("+".join(incumbent), (), "confirm")
+        shared: list[tuple[str, str]] = []  # (candidate, variant booted for another check)
         for c in incumbent if spec.ablate else ():
-            rest = tuple(x for x in incumbent if x != c)
-            if c != last.candidate:  # the last one was measured on top of all the others
-                checks.setdefault(rp.name(rest), (c, rest, "ablation"))
+            rest = hs.without(spec, incumbent, c)  # its dependants go with it
+            if c == last.candidate:  # the last one was measured on top of all the others
+                continue
+            if rp.name(rest) in checks:
+                shared.append((c, rp.name(rest)))
+            else:
+                checks[rp.name(rest)] = (c, rest, "ablation")
         out, ref_boots, pending, failure = rp.run_round("check", incumbent, list(checks.values()))
+        by_variant = {a.variant: a for a in out}
+        out += [_reused_ablation(by_variant[v]._replace(candidate=c)) for c, v in shared]
         if spec.ablate and len(incumbent) > 1:
             out.append(_reused_ablation(last))
         ref = rp.name(incumbent)

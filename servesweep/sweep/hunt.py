@@ -189,6 +189,7 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
         "confirm": h["confirm"],
         "ablate": h["ablate"],
         "retest_rejected": h["retest_rejected"],
+        "pool_variance": h["pool_variance"],
     }
     try:
         spec = hs.from_dict(data)

@@ -314,11 +314,20 @@ def _wait(predicate, timeout_s: float, what: str, logfile: Path | None = None):
     raise ClusterUnavailable(f"timed out after {timeout_s:.0f} s waiting for {what}{tail}")
 
 
-def is_up() -> bool:
+def running() -> bool:
+    """Our daemons are alive, whatever the node is doing (another test session's jobs may
+    hold it: that cluster is up and must not be restarted under them)."""
     pids = _read_pids()
     daemons = [name for name in ORDER if name in pids]
     alive = all(_same_process(pids[name]) for name in daemons)
-    return alive and {"slurmctld", "slurmd"} <= set(daemons) and node_state() == "idle"
+    return alive and {"slurmctld", "slurmd"} <= set(daemons)
+
+
+def is_up() -> bool:
+    """Running and the node serving (idle, or busy with another session's jobs)."""
+    state = node_state() if running() else None
+    bad = ("down", "drain", "fail", "unknown", "not_responding")
+    return state is not None and not state.endswith("*") and not state.startswith(bad)
 
 
 def preflight() -> None:

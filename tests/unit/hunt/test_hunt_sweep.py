@@ -49,9 +49,13 @@ def test_the_hunt_maps_onto_the_spec_with_the_schemas_defaults():
     assert s.candidates[2].requires == ("a",) and s.candidates[2].conflicts == ("b",)
     assert s.candidates[2].stack == "other"
     assert s.objective == hs.Objective("output_throughput", True, (1, 4, 16))
-    assert (s.min_effect_pct, s.boots_min, s.boots_max, s.stage) == (3, 3, 11, 2)
+    assert (s.min_effect_pct, s.boots_min, s.boots_max, s.stage) == (3, 1, 11, 1)
     assert (s.alpha, s.power, s.budget_boots, s.budget_gpu_hours) == (0.05, 0.8, None, None)
     assert (s.correctness_gate, s.confirm, s.ablate, s.retest_rejected) == (True, True, True, False)
+    assert s.pool_variance is True
+    # The schema's defaults are the spec's own: one set of defaults.
+    plain = hs.HuntSpec(s.start, s.candidates, s.objective)
+    assert (plain.boots_min, plain.boots_max, plain.stage) == (s.boots_min, s.boots_max, s.stage)
     # Stated, not measured: 10 min a boot on the start's GPUs (0 here: counted as one).
     assert s.gpu_hours_per_boot == pytest.approx(10 / 60)
 
