@@ -133,6 +133,7 @@ class _Replay:
         result: list[Arm | None] = [None] * len(arms)
         requested = [0] * len(arms)
         ref_req, ref_values, ref_fail = 0, [], 0
+        ref_problems: set[str] = set()  # why reference boots were replaced
         pending: list[BootKey] = []
         for k, n in enumerate(d.looks):
             if not any(open_):
@@ -145,8 +146,9 @@ class _Replay:
                 r = self.obs.get(key)
                 if r is None:
                     ref_pending.append(key)
-                elif r.failure or _problem(spec, BootResult(r.values)) is not None:
+                elif (why := _problem(spec, BootResult(r.values, r.failure))) is not None:
                     ref_fail += 1
+                    ref_problems.add(why)
                 else:
                     ref_values.append([r.values[lv] for lv in levels])
             arm_pending: list[list[BootKey]] = [[] for _ in arms]
@@ -160,6 +162,8 @@ class _Replay:
                     if r is None:
                         arm_pending[i].append(key)
                     elif (why := _problem(spec, r)) is not None:
+                        if why in ref_problems:  # not the arm's doing
+                            why += " (so was a boot of the reference)"
                         open_[i] = False
                         result[i] = self._arm(arms[i], arm_vars[i], "dropped", why, None, n)
                         arm_pending[i] = []
@@ -214,7 +218,9 @@ class _Replay:
                 for i in range(len(arms))
                 if result[i].verdict != "dropped" and requested[i] >= 2
             ]
-        failure = "reference failed" if ref_fail > spec.reference_retries else None
+        failure = None
+        if ref_fail > spec.reference_retries:
+            failure = f"reference failed ({'; '.join(sorted(ref_problems))})"
         return arms_out, ref_boots, pending, failure
 
     def _arm(self, arm, variant: str, verdict: str, reason: str, look, n: int) -> Arm:

@@ -374,3 +374,36 @@ def test_time_limit_is_recorded_as_a_failed_cell(timed_out):
     assert job_info(jobid)["JobState"] == "COMPLETED"
     assert run.returncode == 0, tail(run)
     assert "time_limit" in (workdir / "results" / "report.html").read_text()
+
+
+# --- a hunt ---------------------------------------------------------------------------
+
+
+def test_a_hunt_runs_its_composed_variants_as_slurm_jobs(slurm_cluster, tmp_path):
+    """The hunt's arms are ordinary run_cell jobs: a composed variant (`+` in its name)
+    goes through sbatch, its job log and its cell.json name the job, and the checkpoint's
+    next step sees the records the cluster wrote."""
+    cfg = config(
+        {"baseline": {"flags": {"greedy": True, "gap-ms": 40, "scatter-cv": 0.03, "seed": 3}}},
+        levels=(4,),
+        correctness={"prompts": 2, "max_tokens": 4},
+        hunt={
+            "start": "baseline",
+            "candidates": {"fast": {"env": {"FAULT_BOOST_A": "3.0"}}},
+            "boots": {"min": 2, "max": 2},
+            "budget": {"boot_minutes": 0.1},
+            "confirm": False,
+        },
+    )
+    cfg_path = write(tmp_path, cfg)
+    run = run_slurm(tmp_path, *with_config(["results/report.html"], cfg_path), name="hunt")
+    assert run.returncode == 0, tail(run)
+    hunt = json.loads((tmp_path / "results" / "hunt" / "hunt.json").read_text())
+    assert hunt["final"]["variant"] == "baseline+fast", hunt["final"]
+    for repeat in (0, 1):
+        (jobid,) = cell_jobs(tmp_path, "baseline+fast", repeat)
+        assert job_info(jobid).get("JobState") == "COMPLETED"
+        cell_json = tmp_path / f"results/cells/test/tiny/baseline+fast/r{repeat}/cell.json"
+        cell = json.loads(cell_json.read_text())
+        assert cell["status"] == "ok" and cell["scheduler"]["slurm_job_id"] == jobid
+    assert not fault_servers_running(tmp_path)

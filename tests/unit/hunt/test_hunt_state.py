@@ -213,7 +213,22 @@ def test_start_that_keeps_failing_stops_the_hunt():
     spec = make_spec({"win": {}})
     obs = {("baseline", i): BootResult(None, "OOM") for i in range(3)}
     state = advance(spec, obs)
-    assert state.done and state.stop_reason.startswith("reference failed")
+    assert state.done and state.stop_reason.startswith("reference failed (crashed: OOM)")
+
+
+def test_a_level_invalid_for_the_reference_too_is_not_blamed_on_the_arm():
+    """A counted level that no variant serves validly (the start's boot is invalid there
+    as well): the arm's reason says so."""
+    spec = make_spec({"win": {}}, boots_min=2, boots_max=2)
+    bad = BootResult({1: 9.0, 256: None})
+    state = advance(spec, {("baseline", 0): bad, ("baseline+win", 0): bad})
+    arm = state.rounds[0].arms[0]
+    assert arm.verdict == "dropped"
+    assert arm.reason == "invalid at level 256 (so was a boot of the reference)"
+    alone = advance(
+        spec, {("baseline", 0): BootResult({1: 9.0, 256: 3.0}), ("baseline+win", 0): bad}
+    )
+    assert alone.rounds[0].arms[0].reason == "invalid at level 256"
 
 
 def test_compose_orders_by_spec_and_later_overrides():
