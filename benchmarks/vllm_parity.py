@@ -16,7 +16,7 @@ ABBA, --repeats times each:
 Before each run the prefix cache is flushed (both clients send the same prompts); before a
 level's first measured run our client primes it once (unrecorded), so kernels compiled on
 first use at a new batch size are not charged to whichever client comes first. While each
-run goes, the server's gauges are sampled (servesweep.server.gauges: peak KV-cache usage,
+run goes, the server's gauges are sampled (servesweep.server.engines.gauges: peak KV-cache usage,
 running and waiting requests). `--probe-levels` then replays the sweep's own prompts
 (h200-vllm.yaml's shared_prefix workload) through benchmarks/vllm_stream_probe.py.
 
@@ -186,7 +186,7 @@ def run_theirs(peer, base_url, model, prompts, level: int, out: Path, data: Path
 def measure(args) -> None:
     from servesweep.bench.client import ClientSettings, probe_generation
     from servesweep.server.engines import get_engine
-    from servesweep.server.gauges import GaugeSampler
+    from servesweep.server.engines.gauges import GaugeSampler
     from servesweep.server.process import ServerProcess, free_port
     from servesweep.server.readiness import wait_ready
     from servesweep.workloads.base import load_tokenizer

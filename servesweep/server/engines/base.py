@@ -64,7 +64,7 @@ class Engine:
     # answers 200 with JSON wins: engines rename them between versions).
     server_info_paths: tuple[str, ...] = ()
     # Gauges on the metrics page whose peak during a level is recorded (our name ->
-    # the engine's metric; servesweep.server.gauges): none by default.
+    # the engine's metric; servesweep.server.engines.gauges): none by default.
     peak_gauges: dict[str, str] = {}
 
     def __init__(self, options: dict | None = None):

@@ -37,7 +37,7 @@ class VLLMEngine(Engine):
     metrics_path = "/metrics"
     server_info_paths = ("/server_info?config_format=json", "/version")
     reserved_flags = ("model", "host", "port")
-    # Read while a level runs (servesweep.server.gauges); the snapshots around it see 0.
+    # Read while a level runs (servesweep.server.engines.gauges); the snapshots around it see 0.
     peak_gauges = {
         "kv_cache_usage": "vllm:kv_cache_usage_perc",  # a fraction despite the name
         "running_requests": "vllm:num_requests_running",
