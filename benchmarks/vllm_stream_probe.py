@@ -1,5 +1,6 @@
-"""What each streamed chunk of a vLLM completion carried: the evidence behind the
-`retokenized_mismatch` gate (servesweep.bench.metrics.retokenized_mismatch).
+"""What each streamed chunk of a vLLM completion carried: the evidence that ended the check
+from above of the usage gate (metrics version 1's `retokenized_mismatch`: usage above the
+chunks' texts retokenized alone; now servesweep.bench.metrics.usage_mismatch).
 
 `probe` sends prompts the way servesweep's client does (completions, stream, usage,
 temperature 0, ignore_eos) and asks vLLM for two more things on every chunk: the token ids
@@ -33,7 +34,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from servesweep.bench.metrics import RETOKENIZED_TOLERANCE  # noqa: E402
 from servesweep.bench.request_records import token_counts  # noqa: E402
 
 
@@ -111,7 +111,7 @@ def explain(requests: list[dict], tokenizer) -> dict:
         content = [c for c in r["chunks"] if c["text"]]
         usage = r["usage"]
         retok = sum(max(1, alone[c["text"]]) for c in content)
-        tol = RETOKENIZED_TOLERANCE
+        tol = 0.02  # the gate as it was (before usage_mismatch): retokenized vs usage
         gate = bool(usage) and (usage > retok * (1 + tol) or usage < len(content) * (1 - tol))
         ids = sum(len(c["token_ids"]) for c in r["chunks"])
         sizes = Counter(len(c["token_ids"]) for c in content)

@@ -199,7 +199,7 @@ class LevelColumns(TypedDict, total=False):
     std_chunk_gap_ms: float | None
     p90_chunk_gap_ms: float | None
     p99_chunk_gap_ms: float | None
-    retokenized_mismatch: int
+    usage_mismatch: int
     client_cpu_s: float | None
     client_cpu_share: float | None
     client_workers: int

@@ -80,7 +80,7 @@ def group_tables(df: pd.DataFrame, variants: list[str]) -> list[dict]:
                         "cpu": fmt(r["client_cpu_s"]),
                         "lag": fmt(r["max_lag"]),
                         "failed": r["failed_sum"],
-                        "mismatch": r["retokenized_mismatch_sum"],
+                        "mismatch": r["usage_mismatch_sum"],
                     }
                 )
         groups.append({"stack": stack, "model": model, "latency": lat, "health": health})
