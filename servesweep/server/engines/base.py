@@ -74,6 +74,10 @@ class Engine:
             self.health_path = self.options["health_path"]
         if "models_path" in self.options:
             self.models_path = self.options["models_path"]
+        if self.options.get("metrics_path"):
+            self.metrics_path = self.options["metrics_path"]
+        if self.options.get("peak_gauges"):
+            self.peak_gauges = dict(self.options["peak_gauges"])
 
     def command(
         self, python: str, model_path: str, host: str, port, flags: dict, gpus: int = 0
