@@ -5,7 +5,10 @@
 # (ABBA, 2 repeats), then the sweep's prompts chunk by chunk (the retokenized_mismatch
 # evidence). Run it in its own session and wait on its pid (docs/vllm-h200.md):
 #
-#   bash benchmarks/vllm_parity.sh OUT [join]       # PARITY_ARGS: more `run` arguments
+#   bash benchmarks/vllm_parity.sh OUT [join]
+#
+# PARITY_ARGS: more `run` arguments (e.g. "--levels 1,10 --repeats 4"); PROBE_LEVELS: the
+# probe's levels (default 1,10,256,1024; empty: no probe).
 #
 # OUT gets parity.log (everything printed), vllm_parity.json (the comparison), runs.tar.gz
 # (each run's JSON, our request records, the server's and the peer's logs, the model's
@@ -28,7 +31,7 @@ WHEELS_TAR=$W/wheels.tar . benchmarks/vllm_setup.sh || exit 1
 stamp "parity"
 # shellcheck disable=SC2086
 python3 benchmarks/vllm_parity.py run --out-dir "$RUN" --model-dest "$MODEL" \
-  --probe-levels 1,10,256,1024 --out "$OUT/vllm_parity.json" ${PARITY_ARGS:-}
+  --probe-levels "${PROBE_LEVELS-1,10,256,1024}" --out "$OUT/vllm_parity.json" ${PARITY_ARGS:-}
 stamp "parity: exit $?"
 tar czf "$OUT/runs.tar.gz" -C "$RUN" --exclude=probe.jsonl . -C "$MODEL/files" tokenizer.json
 [ -f "$RUN/probe.jsonl" ] && tar czf "$OUT/probe.tar.gz" -C "$RUN" probe.jsonl
