@@ -230,7 +230,7 @@ def level_digest(lev: dict) -> dict:
             "total_output_tokens", "output_throughput", "steady_output_throughput",
             "peak_output_throughput", "achieved_concurrency", "client_bound",
             "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "median_itl_ms",
-            "median_e2el_ms", "retokenized_mismatch", "client_cpu_s", "energy_j",
+            "median_e2el_ms", "usage_mismatch", "client_cpu_s", "energy_j",
             "joules_per_output_token"]  # fmt: skip
     out = {k: lev.get(k) for k in keys}
     out["gpu_available"] = gpu.get("available")

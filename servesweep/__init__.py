@@ -13,4 +13,4 @@ CLIENT_VERSION = "2"
 # Bumped whenever a metric's definition in servesweep.bench.metrics changes. Level
 # summaries carry it; `collect` recomputes the summaries of an older definition from the
 # stored request records, without launching anything.
-METRICS_VERSION = "1"
+METRICS_VERSION = "2"

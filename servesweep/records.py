@@ -199,7 +199,7 @@ class LevelColumns(TypedDict, total=False):
     std_chunk_gap_ms: float | None
     p90_chunk_gap_ms: float | None
     p99_chunk_gap_ms: float | None
-    retokenized_mismatch: int
+    usage_mismatch: int
     client_cpu_s: float | None
     client_cpu_share: float | None
     client_workers: int
@@ -233,6 +233,7 @@ class LevelSummary(LevelColumns, total=False):
     server_before: dict  # the engine's snapshot before the level
     server_after: dict  # ...and after it
     server_counters: dict[str, float]  # counters' increase over the level
+    server_peaks: dict  # the engine's gauges at their largest while it ran
     gpu: dict  # NVML telemetry over the level (servesweep.server.telemetry)
 
 

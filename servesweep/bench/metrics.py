@@ -19,7 +19,7 @@ from servesweep.records import LevelSummary
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el", "chunk_gap")
 STATS = ("mean", "median", "std", "p90", "p99")
-RETOKENIZED_TOLERANCE = 0.02  # retokenized vs usage output count
+USAGE_TOLERANCE = 0.02  # usage vs the content chunks that streamed in
 CLIENT_BOUND_RATIO = 0.95  # concurrency held under this share of the target
 CLIENT_CPU_SATURATED = 0.9  # one client process busy this share of the level's wall time
 DEFAULT_ERROR_RATE_THRESHOLD = 0.5
@@ -110,16 +110,20 @@ def chunk_gaps(chunk_times_ms: list[float]) -> np.ndarray:
     return np.diff(np.asarray(chunk_times_ms, dtype=float))
 
 
-def retokenized_mismatch(record: dict) -> bool:
+def usage_mismatch(record: dict) -> bool:
     """The server's usage count is inconsistent with what streamed in: fewer tokens than
-    content chunks (each chunk came from at least one token), or more than the chunks' texts
-    retokenize to (each encoded alone, at least one), by more than 2 %."""
-    usage, retok = record.get("output_tokens"), record.get("retokenized_tokens")
-    if not usage or retok is None or not record.get("usage_reported", True):
+    content chunks (each chunk came from at least one token), by more than 2 %.
+
+    The count is not checked from above: a chunk's text encoded alone is no upper bound on
+    the tokens that made it. Where a server coalesces tokens into one chunk (vLLM does when
+    its streaming loop falls behind the engine, at one stream too), adjacent tokens' texts
+    merge when encoded together ("********" twice encodes as one "****************" token),
+    so a right count exceeds the chunks' retokenized sum (docs/metrics.md)."""
+    usage = record.get("output_tokens")
+    if not usage or not record.get("usage_reported", True):
         return False
     chunks = len(record.get("chunk_times_ms") or [])
-    tol = RETOKENIZED_TOLERANCE
-    return usage > retok * (1 + tol) or usage < chunks * (1 - tol)
+    return usage < chunks * (1 - USAGE_TOLERANCE)
 
 
 # ---- one level -----------------------------------------------------------------------------
@@ -246,7 +250,7 @@ def level_summary(
         summary.update(figures._asdict())
         summary["client_bound"] = bool(saturated or figures.rate_short)
     summary.update(_latencies(ok))
-    summary["retokenized_mismatch"] = sum(retokenized_mismatch(r) for r in ok)
+    summary["usage_mismatch"] = sum(usage_mismatch(r) for r in ok)
     summary["client_cpu_s"] = _r(client_cpu_s)
     summary["client_max_loop_lag_ms"] = _r(client_max_loop_lag_ms)
     summary["client_workers"] = client_workers

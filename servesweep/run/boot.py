@@ -20,6 +20,7 @@ from servesweep.run.levels import level_plan, level_prompts, rate_schedule
 from servesweep.run.record import new_cell_record
 from servesweep.run.scheduler import time_limit_margin
 from servesweep.server.engines import get_engine, launch_command, launch_env
+from servesweep.server.engines.gauges import GaugeSampler
 from servesweep.server.engines.prometheus import counter_delta
 from servesweep.server.env import comm_env, server_env, workflow_env
 from servesweep.server.failures import log_tail, read_log
@@ -293,7 +294,10 @@ class CellRun:
             f"level {level} ({name}, boot r{self.repeat}): {len(prompts)} requests "
             f"({bench['warmup']} warmup), {load}"
         )
-        with GpuSampler(gpu_indices) as sampler:
+        # The engine's gauges at their peak while the level runs (KV-cache usage, ...).
+        watched = engine.peak_gauges if engine.metrics_path else {}
+        gauges = GaugeSampler(base_url + (engine.metrics_path or ""), watched)
+        with GpuSampler(gpu_indices) as sampler, gauges:
             summary = run_level(
                 self.settings,
                 prompts,
@@ -316,6 +320,8 @@ class CellRun:
         summary["server_counters"] = counter_delta(
             before.get("metrics", {}), after.get("metrics", {})
         )
+        if gauges.gauges:
+            summary["server_peaks"] = gauges.result()
         gpu = sampler.result()
         summary["gpu"] = gpu
         summary["energy_j"] = gpu.get("energy_j")

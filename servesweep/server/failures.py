@@ -20,6 +20,7 @@ CAUSES = (
     "port_in_use",
     "boot_timeout",
     "bad_answer",
+    "rejected_args",
     "died",
     "hung",
     "http_errors",
@@ -29,8 +30,8 @@ CAUSES = (
 )
 
 # Boot failures a relaunch (`retries.boot`) may cure: resource and timing trouble. A
-# missing module, a failed assertion or a server that answers wrongly fails the same way
-# every time, so it is not relaunched.
+# missing module, a failed assertion, a rejected flag or a server that answers wrongly
+# fails the same way every time, so it is not relaunched.
 BOOT_RETRY_CAUSES = frozenset(
     {"oom", "nccl", "cuda_error", "port_in_use", "boot_timeout", "died", "unknown"}
 )
@@ -76,9 +77,32 @@ def classify_log(text: str) -> str | None:
     return None
 
 
+# argparse's refusal: "PROG: error: MESSAGE" as its last words, then exit status 2 (vLLM,
+# SGLang, transformers serve and most Python servers parse their flags with argparse; vLLM
+# 0.26.0 on the H200: "api_server.py: error: unrecognized arguments: --no-such-flag").
+ARGPARSE_EXIT = 2
+_ARGPARSE_ERROR = re.compile(r"^\S+: error: \S")
+
+
+def rejected_args(returncode: int | None, log_text: str) -> str | None:
+    """The argparse error line of a server that exited with status 2 refusing its command
+    line (among the log's last 5 lines: the usage text before it can run to hundreds), or
+    None."""
+    if returncode != ARGPARSE_EXIT:
+        return None
+    for line in reversed(log_text.splitlines()[-5:]):
+        if _ARGPARSE_ERROR.match(line.strip()):
+            return line.strip()
+    return None
+
+
 def classify_exit(returncode: int | None, log_text: str, default: str = "died") -> str:
-    """Cause for a server that exited: the log's signature first; a SIGKILL with no
-    signature is most often the host's OOM killer."""
+    """Cause for a server that exited: a command line argparse refused (`rejected_args`:
+    before the log's signatures, since an import warning logged before parsing is not the
+    cause), then the log's signature; a SIGKILL with no signature is most often the host's
+    OOM killer."""
+    if rejected_args(returncode, log_text):
+        return "rejected_args"
     cause = classify_log(log_text)
     if cause:
         return cause

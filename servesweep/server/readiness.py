@@ -12,7 +12,7 @@ import json
 import subprocess
 import time
 
-from servesweep.server.failures import classify_exit, classify_log, read_log
+from servesweep.server.failures import classify_exit, classify_log, read_log, rejected_args
 from servesweep.server.http import http_get
 from servesweep.server.process import ServerProcess
 
@@ -114,8 +114,13 @@ def wait_ready(
 
     while True:
         if not server.alive():
-            code = server.returncode
-            cause = classify_exit(code, read_log(server.log_path), default="died")
+            code, log_text = server.returncode, read_log(server.log_path)
+            refused = rejected_args(code, log_text)
+            if refused:
+                raise BootFailure(
+                    "rejected_args", f"server refused its command line (exit {code}): {refused}"
+                )
+            cause = classify_exit(code, log_text, default="died")
             raise BootFailure(cause, f"server exited with code {code} during boot ({last})")
         if time.monotonic() >= deadline:
             raise BootFailure(

@@ -30,7 +30,14 @@ from servesweep.sweep.hunt import SweepHunt, check_hunt, hunt_of
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
 # Variant keys that configure the engine adapter rather than the server's flags.
-ENGINE_OPTION_KEYS = ("command", "health_path", "models_path", "model_name")
+ENGINE_OPTION_KEYS = (
+    "command",
+    "health_path",
+    "models_path",
+    "model_name",
+    "metrics_path",
+    "peak_gauges",
+)
 # Flags that turn on speculative decoding: SGLang, vLLM (0.6+, and the older spelling).
 SPECULATIVE_FLAGS = (
     "speculative-algorithm",

@@ -24,6 +24,7 @@ MEASURED_FIELDS = (
     "server_before",
     "server_after",
     "server_counters",
+    "server_peaks",
     "gpu",
     "energy_j",
     "in_boot",

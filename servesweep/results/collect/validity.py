@@ -16,7 +16,7 @@ GATES = {
     "zero_output": "it 'succeeded' with zero output tokens",
     "failed_requests": "failed requests above analysis.max_failed_fraction",
     "client_bound": "the client, not the server, may have limited it",
-    "retokenized_mismatch": "the server's usage counts disagree with what streamed in",
+    "usage_mismatch": "the server's usage count is below the content chunks that streamed in",
     "short_steady_window": "its steady window is a smaller share of the level than "
     "analysis.min_steady_fraction (ramp and drain dominate it)",
     "stale_client": "measured by an older benchmark client (CLIENT_VERSION)",
@@ -58,9 +58,9 @@ def invalid_reasons(level: LevelSummary, client_version, analysis: dict) -> list
     elif str(level.get("client_bound")).lower() == "true":
         held = _number(level.get("achieved_concurrency"))
         reasons.append(f"client_bound: achieved concurrency {held if held is not None else 'n/a'}")
-    mismatch = _number(level.get("retokenized_mismatch")) or 0
+    mismatch = _number(level.get("usage_mismatch")) or 0
     if mismatch:
-        reasons.append(f"retokenized_mismatch: {int(mismatch)} requests")
+        reasons.append(f"usage_mismatch: {int(mismatch)} requests")
     window, duration = _number(level.get("steady_window_s")), _number(level.get("duration_s"))
     needed = analysis["min_steady_fraction"]
     share = window / duration if window is not None and duration else None

@@ -52,7 +52,7 @@ def level_means(df: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
             vals = pd.to_numeric(ok[m], errors="coerce") if m in ok else pd.Series([], dtype=float)
             row[m] = float(vals.mean()) if vals.notna().any() else math.nan
         row["client_bound"] = bool(ok["client_bound"].any()) if "client_bound" in ok else False
-        for m in ("failed", "retokenized_mismatch"):
+        for m in ("failed", "usage_mismatch"):
             row[m + "_sum"] = (
                 int(pd.to_numeric(g[m], errors="coerce").fillna(0).sum()) if m in g else 0
             )

@@ -80,7 +80,7 @@ def group_tables(df: pd.DataFrame, variants: list[str]) -> list[dict]:
                         "cpu": fmt(r["client_cpu_s"]),
                         "lag": fmt(r["max_lag"]),
                         "failed": r["failed_sum"],
-                        "mismatch": r["retokenized_mismatch_sum"],
+                        "mismatch": r["usage_mismatch_sum"],
                     }
                 )
         groups.append({"stack": stack, "model": model, "latency": lat, "health": health})
@@ -260,13 +260,16 @@ def setup_failures(cells: list[CellRecord]) -> list[dict]:
 
 
 def gpu_rows(cells: list[CellRecord]) -> list[dict]:
-    """One row per (boot, level, GPU) with NVML telemetry; none without NVML."""
+    """One row per (boot, level, GPU) with NVML telemetry, and the engine's own KV-cache
+    usage at its peak during the level (in %, where its engine reports one); none without
+    NVML."""
     rows = []
     for c in cells:
         for lev in c.get("levels") or []:
             gpu = lev.get("gpu") or {}
             if not gpu.get("available"):
                 continue
+            kv = ((lev.get("server_peaks") or {}).get("peaks") or {}).get("kv_cache_usage")
             for g in gpu.get("gpus") or []:
                 rows.append(
                     {
@@ -279,6 +282,7 @@ def gpu_rows(cells: list[CellRecord]) -> list[dict]:
                         "power": fmt(g.get("power_mean_w")),
                         "energy": fmt(g.get("energy_j")),
                         "j_per_token": fmt(lev.get("joules_per_output_token"), 3),
+                        "kv_peak": fmt(100 * kv if kv is not None else None, 2),
                     }
                 )
     return rows

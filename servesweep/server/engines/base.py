@@ -63,6 +63,9 @@ class Engine:
     # JSON endpoints describing the running server, tried in order (the first that
     # answers 200 with JSON wins: engines rename them between versions).
     server_info_paths: tuple[str, ...] = ()
+    # Gauges on the metrics page whose peak during a level is recorded (our name ->
+    # the engine's metric; servesweep.server.engines.gauges): none by default.
+    peak_gauges: dict[str, str] = {}
 
     def __init__(self, options: dict | None = None):
         # Per-variant engine options (e.g. the `command` engine's template).
@@ -71,6 +74,10 @@ class Engine:
             self.health_path = self.options["health_path"]
         if "models_path" in self.options:
             self.models_path = self.options["models_path"]
+        if self.options.get("metrics_path"):
+            self.metrics_path = self.options["metrics_path"]
+        if self.options.get("peak_gauges"):
+            self.peak_gauges = dict(self.options["peak_gauges"])
 
     def command(
         self, python: str, model_path: str, host: str, port, flags: dict, gpus: int = 0

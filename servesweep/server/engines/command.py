@@ -8,6 +8,9 @@ private fork, the test suite's fault servers).
         health_path: /health        # default /health
         models_path: /v1/models     # null: skip the model-listed check
         model_name: my-model        # `model` sent in requests; omitted when unset
+        metrics_path: /metrics      # a Prometheus page: snapshots and counters per level
+        peak_gauges:                # gauges on it whose peak during a level is recorded
+          kv_cache_usage: my_server:kv_cache_usage
 
 Placeholders: {python} (the stack's interpreter), {bin} (its directory), {model},
 {host}, {port}, {gpus}. Variant flags are appended after the template.

@@ -37,6 +37,12 @@ class VLLMEngine(Engine):
     metrics_path = "/metrics"
     server_info_paths = ("/server_info?config_format=json", "/version")
     reserved_flags = ("model", "host", "port")
+    # Read while a level runs (servesweep.server.engines.gauges); the snapshots around it see 0.
+    peak_gauges = {
+        "kv_cache_usage": "vllm:kv_cache_usage_perc",  # a fraction despite the name
+        "running_requests": "vllm:num_requests_running",
+        "waiting_requests": "vllm:num_requests_waiting",
+    }
     # Read off vLLM 0.26.0's log on an H200 (tests/test_vllm_boot_facts.py holds the lines).
     boot_log_facts = (
         ("graph_capture_s", r"Graph capturing finished in ([\d.]+) secs", "max"),

@@ -172,7 +172,7 @@ def test_multi_token_chunks_and_reasoning(server, tmp_path, word_tokenizer):
     summary, records, truth = run(
         server, tmp_path, script, ps, 2, endpoint="chat", tokenizer=word_tokenizer
     )
-    assert summary["completed"] == 6 and summary["retokenized_mismatch"] == 0
+    assert summary["completed"] == 6 and summary["usage_mismatch"] == 0
     errors = []
     for r in records:
         t = truth[ps[r["index"]].text]

@@ -1,5 +1,8 @@
 """Metric math on hand-built timelines (servesweep.bench.metrics; docs/metrics.md)."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -85,22 +88,52 @@ def test_itl_splits_multi_token_chunks():
     assert m.itl_gaps([10], [3]).size == 0
 
 
-def test_retokenized_mismatch_is_a_consistency_check():
+def test_usage_mismatch_is_a_consistency_check():
     def r(usage, retok, chunks):
         return {"output_tokens": usage, "retokenized_tokens": retok, "chunk_times_ms": [0] * chunks}
 
     # One token per chunk: consistent whatever the chunk texts retokenize to (random tokens
     # often re-encode to more than one token each).
-    assert not m.retokenized_mismatch(r(100, 110, 100))
-    # More tokens than the chunks' texts can hold: chunks were lost, or usage is inflated.
-    assert not m.retokenized_mismatch(r(102, 100, 100))
-    assert m.retokenized_mismatch(r(103, 100, 80))
-    # Fewer tokens than content chunks: usage undercounts.
-    assert not m.retokenized_mismatch(r(98, 120, 100))
-    assert m.retokenized_mismatch(r(97, 120, 100))
-    # Nothing to check against.
-    assert not m.retokenized_mismatch(r(100, None, 100))
-    assert not m.retokenized_mismatch({**r(100, 50, 100), "usage_reported": False})
+    assert not m.usage_mismatch(r(100, 110, 100))
+    # Fewer tokens than content chunks: usage undercounts (each chunk came from a token).
+    assert not m.usage_mismatch(r(98, 120, 100))
+    assert m.usage_mismatch(r(97, 120, 100))
+    # More tokens than the chunks' texts retokenize to is no inconsistency: several tokens in
+    # one chunk can encode together to fewer (the H200 records below).
+    assert not m.usage_mismatch(r(103, 100, 80))
+    assert not m.usage_mismatch(r(100, None, 100))  # no tokenizer: the chunk count still holds
+    assert m.usage_mismatch(r(90, None, 100))
+    assert not m.usage_mismatch({**r(50, 50, 100), "usage_reported": False})
+
+
+H200 = json.loads((Path(__file__).parents[2] / "fixtures" / "vllm_h200_records.json").read_text())
+
+
+def test_vllm_coalesced_chunks_are_no_usage_mismatch():
+    """Records our client wrote against vLLM 0.26.0 on the H200, which the retokenized rule
+    flagged (levels 1 and 256 of every variant were excluded for it), and vLLM's own token
+    ids for the same prompt: the usage count was right; the last chunk carried two tokens
+    ("********" twice) whose text encodes alone as one ("****************")."""
+    record = H200["records"]["sweep_L1_9"]
+    truth = H200["probe_sweep_L1_9"]
+    chunks = truth["chunks"]
+    assert truth["usage"] == sum(len(c["token_ids"]) for c in chunks) == 32
+    assert [len(c["token_ids"]) for c in chunks] == [1] * 30 + [2]
+    assert chunks[-1]["token_ids"] == [1007, 1007] and chunks[-1]["text"] == "*" * 16
+    assert truth["last_chunk_alone"] == 1
+    # What the client saw: 31 content chunks, usage 32, the texts retokenize to 31; the old
+    # rule (usage > 1.02 x retokenized) flagged it.
+    assert (record["output_tokens"], record["retokenized_tokens"]) == (32, 31)
+    assert len(record["chunk_times_ms"]) == 31
+    assert record["output_tokens"] > 1.02 * record["retokenized_tokens"]
+    assert not m.usage_mismatch(record)
+    # At 1,024 streams one request's whole 128-token output came in one chunk, whose
+    # repetitive text encodes to 15 tokens: consistent (128 tokens >= 1 chunk).
+    whole = H200["records"]["parity_L1024_r1_2009"]
+    assert (whole["output_tokens"], whole["retokenized_tokens"]) == (128, 15)
+    assert len(whole["chunk_times_ms"]) == 1 and not m.usage_mismatch(whole)
+    # The same record with a count below its chunks is still caught.
+    assert m.usage_mismatch({**record, "output_tokens": 30})
 
 
 # ---- one level -----------------------------------------------------------------------------
@@ -239,9 +272,7 @@ def test_stalled_level_is_hung():
     assert (s["status"], s["cause"]) == ("failed", "hung")
 
 
-def test_retokenized_mismatch_counted():
+def test_usage_mismatch_counted():
     recs = level_records()
-    recs[3]["output_tokens"] = 12  # 10 chunks that retokenize to 10
-    assert (
-        m.level_summary(recs, level=Level("concurrency", 2), repeat=0)["retokenized_mismatch"] == 1
-    )
+    recs[3]["output_tokens"] = 8  # 10 content chunks, 8 tokens
+    assert m.level_summary(recs, level=Level("concurrency", 2), repeat=0)["usage_mismatch"] == 1

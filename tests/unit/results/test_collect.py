@@ -80,7 +80,7 @@ def test_validity_gates_keep_levels_out_and_say_why(tmp_path):
     [
         ({"total_output_tokens": 0}, "zero_output: 0 output tokens"),
         ({"failed": 2, "completed": 98}, "failed_requests: 2.0 % > 1 %"),
-        ({"retokenized_mismatch": 3}, "retokenized_mismatch: 3 requests"),
+        ({"usage_mismatch": 3}, "usage_mismatch: 3 requests"),
         ({"steady_window_s": 1.5}, "short_steady_window: 1.50 s of 10.00 s < 20% of the level"),
         ({"steady_window_s": None}, "short_steady_window: none < 20% of the level"),
         ({"metrics_version": "0"}, "stale_metrics: v0"),  # and no requests to recompute from

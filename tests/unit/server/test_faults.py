@@ -21,13 +21,13 @@ COMMAND = f"{{python}} {FAULT_SERVER} --host {{host}} --port {{port}}"
 STACK = {"stack": "test", "kind": "existing", "python": sys.executable}
 
 
-def fault_config(flags: dict, levels=(1, 4, 16), **benchmark) -> dict:
+def fault_config(flags: dict, levels=(1, 4, 16), options=None, **benchmark) -> dict:
     return {
         "stacks": {"test": {"kind": "existing", "python": sys.executable}},
         "models": {"tiny": {"path": "unused"}},
         "engine": "command",
         "server": {"boot_timeout_s": 15, "teardown_grace_s": 3},
-        "variants": {"baseline": {"command": COMMAND, "flags": flags}},
+        "variants": {"baseline": {"command": COMMAND, "flags": flags, **(options or {})}},
         "benchmark": {
             "levels": list(levels),
             "warmup": 0,
@@ -40,8 +40,8 @@ def fault_config(flags: dict, levels=(1, 4, 16), **benchmark) -> dict:
     }
 
 
-def run(tmp_path, tiny_model, flags, boot_retries=0, server=None, **benchmark) -> dict:
-    config = fault_config(flags, **benchmark)
+def run(tmp_path, tiny_model, flags, boot_retries=0, server=None, options=None, **benchmark):
+    config = fault_config(flags, options=options, **benchmark)
     config["server"].update(server or {})
     spec = load(config).spec("test", "tiny", "baseline")
     lines: list[str] = []
@@ -129,6 +129,43 @@ def test_boot_retries_are_bounded(tmp_path, tiny_model):
     cell = run(tmp_path, tiny_model, {"fault": "crash_boot"}, boot_retries=2, levels=(1,))
     assert cell["status"] == "failed"
     assert [a["cause"] for a in cell["boot_attempts"]] == ["oom"] * 3
+    assert_nothing_left(cell)
+
+
+def test_rejected_flag_fails_at_once_and_is_not_relaunched(tmp_path, tiny_model):
+    # The fault server parses its flags with argparse, as vLLM does: an unknown flag ends
+    # it with "fault_server.py: error: unrecognized arguments: ..." and exit status 2.
+    cell = run(tmp_path, tiny_model, {"no-such-flag": True}, boot_retries=1, levels=(1,))
+    failure = cell["failure"]
+    assert (failure["stage"], failure["cause"]) == ("boot", "rejected_args")
+    assert failure["message"] == (
+        "server refused its command line (exit 2): "
+        "fault_server.py: error: unrecognized arguments: --no-such-flag"
+    )
+    assert failure["log_tail"][-1] == failure["message"].split(": ", 1)[1]
+    assert [a["cause"] for a in cell["boot_attempts"]] == ["rejected_args"]  # no relaunch
+    assert_nothing_left(cell)
+
+
+def test_gauges_peak_while_a_level_runs(tmp_path, tiny_model):
+    # The fault server's /metrics counts the completions it is serving: 4 at level 4 while
+    # the level runs, 0 before and after it (what the snapshots around the level see).
+    options = {
+        "metrics_path": "/metrics",
+        "peak_gauges": {"in_flight": "fault_requests_in_flight", "absent": "no_such_metric"},
+    }
+    flags = {"gap-ms": 50, "tokens": 12}
+    cell = run(tmp_path, tiny_model, flags, options=options, levels=(4,))
+    assert cell["status"] == "ok", cell["failure"]
+    (level,) = cell["levels"]
+    peaks = level["server_peaks"]
+    assert peaks["peaks"] == {"in_flight": 4.0}
+    assert peaks["samples"] >= 2 and peaks["interval_s"] == 0.5 and "errors" not in peaks
+    before = level["server_before"]["metrics"]
+    after = level["server_after"]["metrics"]
+    assert before['fault_requests_in_flight{server="fault"}'] == 0
+    assert after['fault_requests_in_flight{server="fault"}'] == 0
+    assert level["server_counters"]["fault_requests_total"] == level["num_prompts"]
     assert_nothing_left(cell)
 
 

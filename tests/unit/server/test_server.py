@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from servesweep.server.failures import classify_exit, classify_log, log_tail
+from servesweep.server.failures import BOOT_RETRY_CAUSES, classify_exit, classify_log, log_tail
 from servesweep.server.process import ServerProcess, free_port, port_is_free
 from servesweep.server.procs import group_members
 from servesweep.server.readiness import BootFailure, wait_ready
@@ -19,6 +19,12 @@ SERVER = textwrap.dedent(
     """
     import http.server, json, os, signal, sys, time
     port = int(sys.argv[1]); mode = sys.argv[2]
+    if "argparse" in mode:  # parse the flags after the mode, as servers do
+        import argparse
+        print("INFO importing everything first (vLLM logs ImportError warnings here)", flush=True)
+        parser = argparse.ArgumentParser(prog="api_server.py")
+        parser.add_argument("--max-model-len", type=int)
+        parser.parse_args(sys.argv[3:])
     if "ignore-term" in mode:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if "fork" in mode:
@@ -49,12 +55,12 @@ SERVER = textwrap.dedent(
 )
 
 
-def launch(tmp_path, mode):
+def launch(tmp_path, mode, *flags):
     port = free_port()
     script = tmp_path / "server.py"
     script.write_text(SERVER)
     server = ServerProcess(
-        [sys.executable, str(script), str(port), mode],
+        [sys.executable, str(script), str(port), mode, *flags],
         {},
         tmp_path / "server.log",
         "127.0.0.1",
@@ -121,6 +127,40 @@ def test_crash_during_boot_is_classified(tmp_path):
     assert err.value.cause == "oom"
     assert "exited with code 1" in err.value.message
     assert any("CUDA out of memory" in line for line in log_tail(server.log_path))
+
+
+def test_rejected_flag_is_its_own_cause(tmp_path):
+    # A real argparse refusal: usage on stderr, "PROG: error: ...", exit status 2 (what
+    # vLLM 0.26.0 did on the H200 for --no-such-flag). Not `died`: a relaunch cannot cure it.
+    server = launch(tmp_path, "argparse", "--max-model-len", "2048", "--no-such-flag")
+    try:
+        with pytest.raises(BootFailure) as err:
+            wait_ready(server, "/health", "/v1/models", "m", 20, generate=GOOD)
+    finally:
+        server.stop(grace_s=1)
+    assert server.returncode == 2
+    assert err.value.cause == "rejected_args"
+    assert err.value.message == (
+        "server refused its command line (exit 2): "
+        "api_server.py: error: unrecognized arguments: --no-such-flag"
+    )
+    assert "rejected_args" not in BOOT_RETRY_CAUSES
+    tail = log_tail(server.log_path)
+    assert tail[-1] == "api_server.py: error: unrecognized arguments: --no-such-flag"
+    assert any(line.startswith("usage: api_server.py") for line in tail)
+    # The same flags accepted: the server comes up.
+    good = launch(tmp_path, "argparse-ok", "--max-model-len", "2048")
+    try:
+        wait_ready(good, "/health", "/v1/models", "m", 20, generate=GOOD)
+    finally:
+        good.stop(grace_s=1)
+
+
+def test_argparse_error_needs_exit_status_2():
+    text = "INFO loading\nImportError: optional module\napi_server.py: error: bad value\n"
+    assert classify_exit(2, text) == "rejected_args"
+    assert classify_exit(1, text) == "import_error"  # not argparse's exit: the log decides
+    assert classify_exit(2, "Traceback ...\nRuntimeError: boom\n") == "died"
 
 
 def test_never_ready_times_out(tmp_path):
