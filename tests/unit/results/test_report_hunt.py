@@ -221,8 +221,9 @@ def test_a_hunt_that_adopts_nothing_says_so_in_one_line_each(tmp_path):
 
 def test_over_budget_and_undecided_are_said_in_words():
     # Round 1's worst case (4 arms to 4 boots, 2 retries) and the confirm's fit 32 boots;
-    # with round 1's 10 or more boots spent, round 2's worst case and its checks do not.
-    spec = make_spec(budget_boots=32, boots_max=4)
+    # with round 1's 10 or more boots spent (Welch: 2 boots a side and more), round 2's
+    # worst case and its checks do not.
+    spec = make_spec(budget_boots=32, boots_max=4, boots_min=2, pool_variance=False)
     hunt = hunt_json(spec)
     assert hunt["stop_reason"] == "budget: the next round could exceed it"
     outcomes = {c["candidate"]: c for c in hunt_views.candidate_outcomes(hunt)}
