@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.configs import TINY_MODEL
+from fixtures.engine_sweep import EngineSweep, run_engine_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -80,3 +81,11 @@ def tiny_model() -> dict:
         if data.get("source") == TINY_MODEL:
             return data
     return materialize("tiny", TINY_MODEL, dest)
+
+
+@pytest.fixture(scope="session")
+def engine_sweep(tmp_path_factory, cpu_stack) -> EngineSweep:
+    """The real `transformers serve` sweep (tests/fixtures/engine_sweep.py), run through real
+    Snakemake once for every test that reads it: each boot of a real engine costs seconds
+    to minutes on 2 cores."""
+    return run_engine_sweep(tmp_path_factory.mktemp("engine-sweep"), cpu_stack["python"])

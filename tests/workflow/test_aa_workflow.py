@@ -7,6 +7,7 @@ import csv
 import time
 
 import pytest
+from fixtures.browser import browser_ready, keep_screenshot, render
 from fixtures.faults import config, fault_servers_running, write
 from fixtures.workflow import run_snakemake
 
@@ -50,5 +51,14 @@ def test_identical_variants_get_no_faster_or_slower_verdict(tmp_path):
     alone = sum(float(r["p_value"]) <= 0.05 for r in rows)
     print(f"A/A workflow: {took:.0f} s; {alone} of {len(rows)} significant alone at 5 %")
     html = (tmp_path / "results" / "report.html").read_text()
+    assert "Traceback" not in html
     for word in ("faster", "slower"):
         assert f'<span class="v">{word}</span>' not in html and f"({word})" not in html
+    # The classic sweep's report (variants, boots, verdicts: what tests/workflow/test_shapes.py
+    # leaves to this run) in a real browser.
+    if browser_ready():
+        shown = render(tmp_path / "results" / "report.html", tmp_path / "report.png")
+        assert shown.messages == [] and shown.empty_tables == 0
+        assert shown.verdict_rows == 1 + len(names)  # header, baseline, three copies
+        assert shown.image_widths and all(w > 0 for w in shown.image_widths)
+        keep_screenshot(shown, "aa-workflow-report.png")

@@ -88,23 +88,15 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
 def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
     variants = {
         "baseline": {"flags": {}},
-        # Slow enough (40 requests x 8 tokens x 40 ms, ~13 s) that a level is in
-        # progress when the owner dies.
-        "slow": {"flags": {"gap-ms": 40}},
+        # Slow enough (40 requests x 8 tokens x 15 ms, ~5 s) that a level is in progress
+        # when the owner dies (0.5 s after it started) and its cell is not finished.
+        "slow": {"flags": {"gap-ms": 15}},
     }
     cfg = config(variants, levels=(1,), min_prompts=40)
     cfg_path = write(tmp_path, cfg)
-    first = run_snakemake(
-        tmp_path,
-        "results/cells/test/tiny/baseline/r0/cell.json",
-        "--cores",
-        "1",
-        "--configfile",
-        cfg_path,
-    )
-    assert first.returncode == 0, first.stdout[-2000:]
 
-    # Like a terminal: Snakemake leads its own process group.
+    # Like a terminal: Snakemake leads its own process group. One job at a time, in
+    # priority order: the baseline's boot has finished when the slow one's level starts.
     owner = subprocess.Popen(
         snakemake_cmd(tmp_path, "results/report.html", "--cores", "1", "--configfile", cfg_path),
         stdout=subprocess.DEVNULL,
@@ -130,6 +122,9 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
     finally:
         kill_if_running(owner)
     assert not fault_servers_running(tmp_path)
+    baseline_cell = tmp_path / "results/cells/test/tiny/baseline/r0/cell.json"
+    measured = json.loads(baseline_cell.read_text())
+    assert measured["status"] == "ok"
     slow_cell = tmp_path / "results/cells/test/tiny/slow/r0/cell.json"
     dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", cfg_path)
     if how == "SIGTERM-snakemake":
@@ -146,6 +141,8 @@ def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
     again = run_snakemake(tmp_path, "results/report.html", "--cores", "1", "--configfile", cfg_path)
     assert again.returncode == 0, again.stdout[-3000:]
     assert json.loads(slow_cell.read_text())["status"] == "ok"
+    # The boot finished before the owner died is kept as it was.
+    assert json.loads(baseline_cell.read_text())["started_at"] == measured["started_at"]
     assert not fault_servers_running(tmp_path)
 
 

@@ -5,8 +5,9 @@ Factors (tests/fixtures/shapes.py): 1 or 2 variants × concurrency, rate, or rat
 capacity search × 1 or 2 boots × nothing failed, one boot failed (at its last level, its
 earlier levels measured), every boot failed (before ready). The full factorial is 36
 Snakemake runs, too slow for CI (about 10 s each on 2 cores), so CI runs a covering design:
-every pair of factor values appears in some run, plus the corners (the smallest sweep with
-nothing measured, the classic one with verdicts); `SERVESWEEP_SHAPES=full` runs all 36.
+every pair of factor values appears in some run, plus the smallest sweep with nothing
+measured (the classic one with verdicts is test_aa_workflow.py's run, also opened in
+Chromium); `SERVESWEEP_SHAPES=full` runs all 36.
 """
 
 import csv

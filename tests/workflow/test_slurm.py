@@ -283,7 +283,7 @@ def slow_config(gap_ms: int, prompts: int) -> dict:
 def test_scancel_of_a_running_cell_leaves_no_server_and_the_next_run_measures_it(
     slurm_cluster, tmp_path
 ):
-    cfg_path = write(tmp_path, slow_config(gap_ms=60, prompts=40))  # the level: ~20 s
+    cfg_path = write(tmp_path, slow_config(gap_ms=20, prompts=40))  # the level: ~6 s
     log = open(tmp_path / "first.log", "w")
     owner = subprocess.Popen(
         slurm_snakemake_cmd(tmp_path, *with_config(["results/report.html"], cfg_path), limit_s=480),

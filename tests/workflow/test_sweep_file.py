@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.configs import GOLDEN_EXAMPLES
 from fixtures.faults import tiny_model
 from fixtures.workflow import planned_jobs, run_snakemake
 
@@ -108,15 +109,19 @@ def run_cells(result) -> list[tuple[str, str, str]]:
     )
 
 
-@pytest.mark.parametrize("example", ["kimi-k2.5-eagle3.yaml", "glm5-nvfp4.yaml", "vllm-cpu.yaml"])
+@pytest.mark.parametrize("example", GOLDEN_EXAMPLES)
 def test_an_example_sweep_is_exactly_its_own_cells_and_commands(tmp_path, example):
     work = user_checkout(tmp_path)
     path = str(EXAMPLES / example)
     expected = golden(example, work)
 
+    boots = 1 if example == "vllm-cpu.yaml" else 3
     dry = run_snakemake(work, "-n", "--cores", "1", "results/report.html", "--configfile", path)
     assert dry.returncode == 0, dry.stdout[-3000:]
     assert run_cells(dry) == sorted(expected)
+    # Every boot of every cell is its own job (this is the example's Snakemake plan that
+    # test_examples.py leaves to this test).
+    assert sum(rule == "run_cell" for rule, _ in planned_jobs(dry)) == len(expected) * boots
     assert "stack=cpu" not in dry.stdout  # the default sweep's stack did not leak in
 
     planned = plan(work, "--configfile", path)
@@ -125,7 +130,6 @@ def test_an_example_sweep_is_exactly_its_own_cells_and_commands(tmp_path, exampl
         (c["stack"], c["model"], c["variant"]): (c["command"], c["env"]) for c in planned["cells"]
     }
     assert sorted(got) == sorted(expected)
-    boots = 1 if example == "vllm-cpu.yaml" else 3
     assert len(planned["cells"]) == len(expected) * boots
     assert [c["repeat"] for c in planned["cells"]] == sorted(list(range(boots)) * len(expected))
     for key, (command, env) in expected.items():

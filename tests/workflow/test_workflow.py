@@ -1,6 +1,8 @@
 """The real workflow with real Snakemake: dry runs, lint, format, bad configs, and the
-whole chain end to end with the real `transformers serve` on a small workload."""
+whole chain end to end with the real `transformers serve` on a small workload (the
+session's one real-engine sweep, tests/fixtures/engine_sweep.py)."""
 
+import copy
 import csv
 import shutil
 import subprocess
@@ -10,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 from fixtures.browser import browser_ready, keep_screenshot, render
-from fixtures.configs import BAD_CONFIGS, TINY_MODEL, base_config
+from fixtures.configs import BAD_CONFIGS, base_config
+from fixtures.engine_sweep import VARIANTS as ENGINE_VARIANTS
 from fixtures.workflow import leftover_processes, planned_jobs, write_config
 from fixtures.workflow import run_snakemake as snakemake
 
@@ -96,45 +99,16 @@ def test_bad_port_is_one_line_naming_the_key(tmp_path):
 
 @pytest.mark.workflow
 @pytest.mark.engine
-def test_end_to_end_with_transformers_serve(tmp_path, cpu_stack):
-    config = {
-        "stacks": {"cpu": {"kind": "existing", "python": cpu_stack["python"]}},
-        "models": {"tiny": TINY_MODEL},
-        "engine": "transformers",
-        "server": {"boot_timeout_s": 240},
-        "variants": {
-            "baseline": {"flags": {"device": "cpu"}},
-            "continuous-batching": {
-                "extends": "baseline",
-                "flags": {
-                    "continuous-batching": True,
-                    "cb-num-blocks": 256,
-                    "cb-block-size": 32,
-                    "cb-max-batch-tokens": 1024,
-                },
-            },
-        },
-        "benchmark": {
-            "levels": [1, 4, 16],
-            "warmup": 1,
-            "num_prompts": {"per_level": 1, "min": 8},
-            "workload": {"kind": "random", "input_tokens": 16, "output_tokens": 8, "seed": 3},
-            "stall_timeout_s": 60,
-        },
-        # 8-16 prompts per level leave no steady window to require.
-        "analysis": {"min_steady_fraction": 0},
-    }
-    config_path = write_config(tmp_path, config)
-    # Targets go before --configfile, which takes every argument after it.
-    run = snakemake(
-        tmp_path, "results/report.html", "--cores", "1", "--configfile", str(config_path)
-    )
+def test_end_to_end_with_transformers_serve(engine_sweep):
+    # The session's one real-engine sweep (tests/fixtures/engine_sweep.py): baseline,
+    # continuous batching and bfloat16, levels 1, 4 and 16, one boot each.
+    tmp_path, config, run = engine_sweep.workdir, engine_sweep.config, engine_sweep.run
     assert run.returncode == 0, run.stderr[-4000:]
     assert not leftover_processes(str(tmp_path / "resources" / "models")), "server left behind"
 
     with open(tmp_path / "results" / "summary.csv") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 2 * 3
+    assert len(rows) == 3 * 3
     assert {r["status"] for r in rows} == {"ok"}, [(r["variant"], r["failure_cause"]) for r in rows]
     for row in rows:
         assert int(row["completed"]) == int(row["num_prompts"]) == max(8, int(row["level"]))
@@ -146,20 +120,30 @@ def test_end_to_end_with_transformers_serve(tmp_path, cpu_stack):
     # Continuous batching serves 16 streams together; the baseline serves one at a time.
     assert speed[("continuous-batching", 16)] > 1.2 * speed[("baseline", 16)], speed
 
+    # The correctness pass through the workflow: bfloat16 changes the answers and is
+    # flagged beside its speed; continuous batching answers as the baseline does.
+    flagged = {
+        r["variant"]
+        for r in csv.DictReader(open(tmp_path / "results" / "correctness.csv"))
+        if r["changes_outputs"] == "True"
+    }
+    assert flagged == {"bf16"}, flagged
+
     html = (tmp_path / "results" / "report.html").read_text()
     assert "synthetic" in html and "continuous-batching" in html
     assert "data:image/png;base64," in html
     assert "--continuous-batching" in html
+    assert "changes outputs (exact match" in html
     # The real report in a real browser: no console error, the verdicts and the plots.
     if browser_ready():
         shown = render(tmp_path / "results" / "report.html", tmp_path / "report.png")
         assert shown.messages == [], shown.messages
-        assert shown.verdict_rows == 3  # header, baseline, continuous-batching
+        assert shown.verdict_rows == 4  # header, baseline, continuous-batching, bf16
         assert shown.image_widths and all(w > 0 for w in shown.image_widths)
         keep_screenshot(shown, "engine-report.png")
 
-    for variant in ("baseline", "continuous-batching"):
-        cell_dir = tmp_path / "results" / "cells" / "cpu" / "tiny" / variant / "r0"
+    for variant in ENGINE_VARIANTS:
+        cell_dir = engine_sweep.cell_dir(variant)
         assert sorted(p.name for p in (cell_dir / "levels").glob("*.json")) == [
             "L16_i0.json",
             "L1_i0.json",
@@ -167,14 +151,17 @@ def test_end_to_end_with_transformers_serve(tmp_path, cpu_stack):
         ]
         assert (cell_dir / "server.log").stat().st_size > 0
 
-    # Only what changed reruns.
-    dry = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", str(config_path))
+    # Only what changed reruns (dry runs: the sweep's results stay as they are).
+    config = copy.deepcopy(config)
+    edited = tmp_path / "edited"
+    edited.mkdir(exist_ok=True)
+    dry = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", str(engine_sweep.config_path))
     assert dry.returncode == 0
     assert planned_jobs(dry) == [], dry.stdout
 
     config["variants"]["continuous-batching"]["flags"]["cb-block-size"] = 16
     dry = snakemake(
-        tmp_path, "-n", "--cores", "1", "--configfile", str(write_config(tmp_path, config))
+        tmp_path, "-n", "--cores", "1", "--configfile", str(write_config(edited, config))
     )
     jobs = planned_jobs(dry)
     assert sorted(rule for rule, _ in jobs) == ["all", "collect", "report", "run_cell"], dry.stdout
@@ -182,14 +169,31 @@ def test_end_to_end_with_transformers_serve(tmp_path, cpu_stack):
 
     config["benchmark"]["levels"].append(32)
     dry = snakemake(
-        tmp_path, "-n", "--cores", "1", "--configfile", str(write_config(tmp_path, config))
+        tmp_path, "-n", "--cores", "1", "--configfile", str(write_config(edited, config))
     )
     cells = sorted(w["variant"] for rule, w in planned_jobs(dry) if rule == "run_cell")
-    assert cells == ["baseline", "continuous-batching"]
+    assert cells == sorted(ENGINE_VARIANTS)
 
 
-@pytest.mark.parametrize("mutate, key", BAD_CONFIGS)
-def test_every_bad_config_is_refused_by_snakemake_before_any_job(tmp_path, mutate, key):
+# Every bad config is refused in-process by the same `load` that rules/common.smk calls
+# (tests/unit/sweep/test_config.py, all of BAD_CONFIGS); Snakemake only relays its one line.
+# Through real Snakemake (about 3.5 s a start) runs one of each way a message is made: the
+# schema (an index, the top level, a custom message, a required key), the semantic checks
+# before and after `extends` is resolved and after defaults are filled, and the one that
+# reads a file relative to the working directory (plus the default sweep's cases above).
+THROUGH_SNAKEMAKE = {
+    "benchmark.levels[0]",
+    "(top level)",
+    "models.m.hf",
+    "stacks.cpu.requirements",
+    "variants.baseline",
+    "variants.cb.command",
+    "benchmark.num_prompts",
+}
+
+
+@pytest.mark.parametrize("mutate, key", [c for c in BAD_CONFIGS if c[1] in THROUGH_SNAKEMAKE])
+def test_bad_configs_are_refused_by_snakemake_before_any_job(tmp_path, mutate, key):
     config = base_config()
     mutate(config)
     result = snakemake(

@@ -198,29 +198,23 @@ def test_server_faults_are_recorded_never_raised(tmp_path, tiny_model):
 
 
 @pytest.mark.engine
-def test_transformers_serve_baseline_vs_continuous_batching(tmp_path, cpu_stack, tiny_model):
+def test_transformers_serve_baseline_vs_continuous_batching(engine_sweep):
     """What transformers serve 5.24 really does: it returns no logprobs and no token ids
     (the pass asks for neither: it ignores the one and answers 422 to the other); on the
     tiny fp32 model continuous batching answers exactly as the baseline does, one at a time
-    and all together, while bfloat16 (a real numeric change) is caught."""
-    path = tiny_model["path"]
-    tokenizer = load_tokenizer(Path(path))
-    engine = get_engine("transformers")
-    cb = {"continuous-batching": True, "cb-num-blocks": 256, "cb-block-size": 32}
-    cb["cb-max-batch-tokens"] = 1024
-    variants = {"baseline": {}, "cb": cb, "bf16": {"dtype": "bfloat16"}}
+    and all together, while bfloat16 (a real numeric change) is caught. The passes are the
+    ones the session's real-engine sweep ran in its boots (tests/fixtures/engine_sweep.py:
+    32 prompts, 64 tokens), read from the records each boot wrote."""
+    assert engine_sweep.run.returncode == 0, engine_sweep.run.stderr[-4000:]
+    assert engine_sweep.config["correctness"] == CONFIG
     records = {}
-    for name, flags in variants.items():
-        records[name] = run_pass(
-            tmp_path,
-            name,
-            {"device": "cpu", **flags},
-            tokenizer,
-            path,
-            engine=engine,
-            python=cpu_stack["python"],
-        )
+    for name in ("baseline", "continuous-batching", "bf16"):
+        cell_dir = engine_sweep.cell_dir(name)
+        records[name] = json.loads((cell_dir / "correctness.json").read_text())
         summary = records[name]["summary"]
+        # The boot's record carries the summary the pass returned.
+        cell = json.loads((cell_dir / "cell.json").read_text())
+        assert cell["correctness"] == {"status": "done", **summary}
         assert (summary["answered"], summary["failed"]) == (64, 0)
         assert summary["logprobs"] is False and summary["token_source"] == "retokenized"
         assert records[name]["request_fields"] == {} and records[name]["refused"] is None
@@ -230,8 +224,9 @@ def test_transformers_serve_baseline_vs_continuous_batching(tmp_path, cpu_stack,
         # Without continuous batching it serves one request at a time, so the modes agree;
         # with it, batching the 32 together changes no token either.
         assert compare_modes(records[name]).exact_match_rate == 1.0
-    for c in compare_records(records["cb"], records["baseline"]):
+    for c in compare_records(records["continuous-batching"], records["baseline"]):
         assert c.token_basis == "retokenized" and "no logprobs" in c.note
+        assert (c.compared, c.failed) == (32, 0)
         assert (c.exact_match_rate, c.changes_outputs) == (1.0, False), c.example
     for c in compare_records(records["bf16"], records["baseline"]):
         assert c.changes_outputs is True, c

@@ -58,8 +58,8 @@ def test_synthetic_without_parameters_means_defaults():
     assert load(config).models["tiny"] == {"synthetic": {}}
 
 
-# (how to break base_config(), the key the one-line error must name). Also run through
-# real Snakemake in test_workflow.py.
+# (how to break base_config(), the key the one-line error must name). One of each kind of
+# message also runs through real Snakemake (test_workflow.py, THROUGH_SNAKEMAKE).
 @pytest.mark.parametrize("mutate, key", BAD_CONFIGS)
 def test_bad_config_gives_one_line_naming_the_key(mutate, key):
     config = base_config()
