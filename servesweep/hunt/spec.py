@@ -16,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from servesweep.hunt.sequential import Design, Spending, make_design
+if TYPE_CHECKING:  # the boundaries' maths (scipy) loads when a design is first made,
+    # not with every sweep file that reads a hunt section (each run_cell, each Snakemake start)
+    from servesweep.hunt.sequential import Design, Spending
 
 SEPARATOR = "+"
 
@@ -125,7 +127,11 @@ def design(spec: HuntSpec) -> Design:
     )
 
 
-_design = lru_cache(maxsize=64)(make_design)  # boundaries take ~0.1 s to integrate
+@lru_cache(maxsize=64)  # boundaries take ~0.1 s to integrate
+def _design(*args) -> Design:
+    from servesweep.hunt.sequential import make_design
+
+    return make_design(*args)
 
 
 def canonical(spec: HuntSpec, names: Iterable[str]) -> tuple[str, ...]:
