@@ -135,6 +135,11 @@ class _Replay:
         ref_req, ref_values, ref_fail = 0, [], 0
         ref_problems: set[str] = set()  # why reference boots were replaced
         pending: list[BootKey] = []
+
+        def arm_values(i: int) -> list[list[float]]:  # levels x the boots it has so far
+            boots = range(starts[i], starts[i] + requested[i])
+            return [[self.obs[(arm_vars[i], j)].values[lv] for j in boots] for lv in levels]
+
         for k, n in enumerate(d.looks):
             if not any(open_):
                 break
@@ -177,10 +182,7 @@ class _Replay:
                 break
             ref_arr = np.asarray(ref_values[:n], dtype=float).T  # levels x boots
             measured = {
-                i: [
-                    [self.obs[(arm_vars[i], starts[i] + j)].values[lv] for j in range(requested[i])]
-                    for lv in levels
-                ]
+                i: arm_values(i)
                 for i in range(len(arms))
                 if open_[i] or (result[i] is not None and result[i].verdict != "dropped")
             }
@@ -211,10 +213,7 @@ class _Replay:
         if not pending:  # this round's samples join the pool of later rounds' looks
             self.groups.append(np.asarray(ref_values, dtype=float).T.tolist())
             self.groups += [
-                [
-                    [self.obs[(arm_vars[i], starts[i] + j)].values[lv] for j in range(requested[i])]
-                    for lv in levels
-                ]
+                arm_values(i)
                 for i in range(len(arms))
                 if result[i].verdict != "dropped" and requested[i] >= 2
             ]
