@@ -310,7 +310,7 @@ def probe_sweep_prompts(settings, tokenizer, args, out: Path) -> None:
             (out / f"sweep_L{level}.json").write_text(json.dumps(s))
             print(
                 f"sweep prompts L{level}, our client: {s['completed']} completed, "
-                f"retokenized_mismatch {s['retokenized_mismatch']}",
+                f"usage_mismatch {s['usage_mismatch']}",
                 flush=True,
             )
             engine.flush_cache(base_url)
@@ -394,12 +394,12 @@ def compare(run_dir: Path) -> dict:
                 "runs_theirs": b,
             }
         peaks = {who: [runs[who][i]["gauges"]["peaks"] for i in reps] for who in ("ours", "theirs")}
-        mismatch = [runs["ours"][i]["result"].get("retokenized_mismatch") for i in reps]
+        mismatch = [runs["ours"][i]["result"].get("usage_mismatch") for i in reps]
         out[str(level)] = {
             "repeats": len(reps),
             "metrics": rows,
             "gauge_peaks": peaks,
-            "ours_retokenized_mismatch": mismatch,
+            "ours_usage_mismatch": mismatch,
         }
     return out
 
@@ -421,7 +421,7 @@ def print_table(result: dict) -> None:
         peaks = entry["gauge_peaks"]
         kv = [p.get("kv_cache_usage") for who in ("ours", "theirs") for p in peaks[who]]
         print(f"peak KV-cache usage (vllm:kv_cache_usage_perc) over the runs: {kv}")
-        print(f"our retokenized_mismatch per run: {entry['ours_retokenized_mismatch']}")
+        print(f"our usage_mismatch per run: {entry['ours_usage_mismatch']}")
 
 
 def main() -> None:
