@@ -13,7 +13,7 @@ from fixtures.configs import GOLDEN_EXAMPLES
 from fixtures.workflow import run_snakemake
 
 from servesweep.hunt.spec import applicable
-from servesweep.hunt.state import advance, worst_case
+from servesweep.hunt.state import replay, worst_case
 from servesweep.sweep.config import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def test_example_plans_with_snakemake(tmp_path, path):
     sweep = load_file(path)
     planned = re.findall(r"^rule run_cell:", result.stdout, flags=re.M)
     if sweep.hunt:  # round 1's first stage: the start and every candidate on it
-        first = advance(sweep.hunt.spec, {}).needed
+        first = replay(sweep.hunt.spec, {}).needed
         assert (
             len(planned)
             == len(first)
