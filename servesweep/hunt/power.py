@@ -76,16 +76,20 @@ def _drift_for_power(looks, efficacy_p, futility_p, ni_p, levels, power, ratio) 
     return float(optimize.brentq(short, 0.0, 30.0, xtol=1e-4))
 
 
+def widening(design: Design, df: float) -> float:
+    """How much wider the last look's bounds are as t quantiles at `df` than on the normal
+    scale (the ratio of t to z for its efficacy and futility levels; 1 at infinite df)."""
+    if not (math.isfinite(df) and df > 0):
+        return 1.0
+    p = np.asarray([design.efficacy_p[-1], design.futility_p[-1]])
+    return max(float(t_upper(p, df).sum() / sps.norm.isf(p).sum()), 1.0)
+
+
 def boots_for_power(design: Design, variance: float, df: float = math.inf) -> float:
     """Boots a side at which `design`, at this boot variance of the logs, adopts a gain of
     δ with its power: n = 2 σ² θ² / log(1 + δ)², θ = drift_for_power(design) on the
-    normal scale; with the pool's `df` at the last look, θ grows by the ratio of the t to
-    the normal quantiles of the last look's efficacy and futility levels (the bounds are
-    t quantiles there, wider at a few df)."""
-    z = sps.norm.isf([design.efficacy_p[-1], design.futility_p[-1]])
-    t = t_upper(np.asarray([design.efficacy_p[-1], design.futility_p[-1]]), df)
-    widen = float(t.sum() / z.sum()) if math.isfinite(df) and df > 0 else 1.0
-    theta = drift_for_power(design) * max(widen, 1.0)
+    normal scale, widened to the pool's `df` at the last look (`widening`)."""
+    theta = drift_for_power(design) * widening(design, df)
     return 2 * variance * theta**2 / math.log1p(design.min_effect) ** 2
 
 
@@ -105,14 +109,20 @@ def plan_boots(
     """The smallest N (boots_min <= N <= cap) at which design_at(N) has its power at this
     variance, with df_at(N) df in the pool at its last look: N >= boots_for_power(...).
     The bounds widen slowly with N, so a fixed-point iteration from below finds it in a
-    few designs. Past the cap: N = cap, and `needed` is what a design ending at the cap's
-    bounds would need."""
+    few designs (then steps back where it jumped past it). Past the cap: N = cap, and
+    `needed` is what a design ending at the cap's bounds would need."""
     if variance is None or not math.isfinite(variance):
         return BootsPlan(cap, None, False)
+
+    def enough(k: int) -> bool:
+        return math.ceil(boots_for_power(design_at(k), variance, df_at(k)) - 1e-9) <= k
+
     n = boots_min
     for _ in range(64):
         want = math.ceil(boots_for_power(design_at(n), variance, df_at(n)) - 1e-9)
         if want <= n:
+            while n > boots_min and enough(n - 1):  # the jump from below can overshoot
+                n -= 1
             return BootsPlan(n, n, False)
         if want > cap:
             at_cap = boots_for_power(design_at(cap), variance, df_at(cap))
@@ -121,13 +131,16 @@ def plan_boots(
     return BootsPlan(n, n, False)  # pragma: no cover (the iteration converges in a few steps)
 
 
-def power_at(design: Design, variance: float, gain_pct: float | None = None) -> float:
-    """The probability (normal scale; with several levels the product above) that an arm
-    gaining `gain_pct` (default δ) at one counted level, unchanged at the others, is
-    adopted by `design` at this boot variance of the logs."""
+def power_at(
+    design: Design, variance: float, gain_pct: float | None = None, df: float = math.inf
+) -> float:
+    """The probability (with several levels the product above) that an arm gaining
+    `gain_pct` (default δ) at one counted level, unchanged at the others, is adopted by
+    `design` at this boot variance of the logs, with `df` in the pool at the last look
+    (the drifts narrowed by `widening`, as boots_for_power widens them)."""
     if not variance > 0:
         return 1.0
-    se = math.sqrt(2 * variance / design.looks[-1])
+    se = math.sqrt(2 * variance / design.looks[-1]) * widening(design, df)
     delta = math.log1p(design.min_effect) / se
     gain = delta if gain_pct is None else math.log1p(gain_pct / 100) / se
     return _adopt_probability(design, gain, delta, delta * _margin_ratio(design))

@@ -210,10 +210,10 @@ class Replay:
     def check_first_boots(self, sides: Sequence[Side]) -> bool:
         """Auto: whether first boots (each variant's r0 against its later boots) now differ
         by more than δ: the signed contrast pooled over the variants at some level
-        (servesweep.stats.first_boot_contrast: first boots slower alike), or their scatter
-        about the later boots over all levels (first_boot_scatter: slower at one level
-        here, another there, by different amounts), each at p <= FIRST_BOOT_P / 2 (the
-        contrast's also over the levels). Tested at every look until it turns them
+        (servesweep.stats.first_boot_contrast: first boots slower alike), or else their
+        scatter about the later boots over all levels (first_boot_scatter: slower at one
+        level here, another there, by different amounts), each at p <= FIRST_BOOT_P / 2
+        (the contrast's also over the levels). Tested at every look until it turns them
         uncounted (True: this look does)."""
         if self.spec.first_boot != "auto" or self.first.uncounted:
             return False
@@ -225,14 +225,6 @@ class Replay:
             return False
         big = math.log1p(self.spec.min_effect_pct / 100)
         logs = [np.log([v[b] for b in sorted(v)]).T for v in boots]  # levels x boots
-        spread = stats.first_boot_scatter(logs)
-        if spread is not None and spread.excess >= big and spread.p <= FIRST_BOOT_P / 2:
-            why = (
-                f"first boots deviate from later ones by {100 * math.expm1(spread.excess):.0f} "
-                f"% (rms beyond the boot scatter) over {spread.cells} variants (p {spread.p:.2g})"
-            )
-            self.first = FirstBoots(True, why)
-            return True
         for i, lv in enumerate(self.levels):
             c = stats.first_boot_contrast([x[i] for x in logs])
             if c is None or abs(math.log(c.ratio)) < big:
@@ -244,6 +236,14 @@ class Replay:
                 )
                 self.first = FirstBoots(True, why)
                 return True
+        spread = stats.first_boot_scatter(logs)
+        if spread is not None and spread.excess >= big and spread.p <= FIRST_BOOT_P / 2:
+            why = (
+                f"first boots deviate from later ones by {100 * math.expm1(spread.excess):.0f} "
+                f"% (rms beyond the boot scatter) over {spread.cells} variants (p {spread.p:.2g})"
+            )
+            self.first = FirstBoots(True, why)
+            return True
         return False
 
 

@@ -135,6 +135,7 @@ class RoundPlan(NamedTuple):
     cv_pct: float  # the pooled boot CV it was fixed from (largest over levels; nan: none)
     min_effect_pct: float  # the gain tested: δ, or what the cap's boots find
     margin_pct: float  # the non-inferiority margin, scaled with it
+    df: float = math.inf  # the pool's df it counts on at the last look (the t quantiles)
 
     @property
     def capped(self) -> bool:
@@ -197,21 +198,22 @@ def round_design(
         found = 100 * math.expm1(math.log1p(delta / 100) * math.sqrt(needs / plan.boots))
         m, delta = m * found / delta, found
     cv = 100 * math.sqrt(math.expm1(variance)) if known else math.nan
-    rp = RoundPlan(arms, plan.boots, plan.needed, cv, delta, m)
+    rp = RoundPlan(arms, plan.boots, plan.needed, cv, delta, m, df_at(plan.boots))
     return design(spec, plan.boots, arms, delta, m), rp
 
 
 def power_of(spec: HuntSpec, plan: RoundPlan, gain_pct: float | None = None) -> float:
     """The probability that a round of `plan` adopts an arm gaining `gain_pct` (default
-    δ, as asked) at one counted level, the others unchanged, at the scatter it was sized
-    on (normal scale: sequential.power_at). nan when no scatter was known."""
+    δ, as asked) at one counted level, the others unchanged, at the scatter and df it was
+    sized on (power.power_at). nan when no scatter was known."""
     from servesweep.hunt.power import power_at
 
     if not math.isfinite(plan.cv_pct):
         return math.nan
     d = design(spec, plan.boots, plan.arms, plan.min_effect_pct, plan.margin_pct)
     variance = math.log1p((plan.cv_pct / 100) ** 2)
-    return power_at(d, variance, spec.min_effect_pct if gain_pct is None else gain_pct)
+    gain = spec.min_effect_pct if gain_pct is None else gain_pct
+    return power_at(d, variance, gain, plan.df)
 
 
 @lru_cache(maxsize=512)  # boundaries take ~0.01-0.1 s to integrate

@@ -10,6 +10,7 @@ import math
 from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
 from servesweep.hunt.flow.observe import observe_cells, read_cells
+from servesweep.hunt.rounds import PLAN_DF
 from servesweep.hunt.state import BootKey
 from servesweep.records import CellRecord
 from servesweep.sweep.config import Sweep, spec_hash
@@ -77,18 +78,18 @@ def outlook_lines(sweep: Sweep, state: hstate.HuntState) -> list[str]:
     s = sweep.hunt.spec
     if state.done:
         return []
+    k = len(state.rounds) or 1
     if state.outlook is not None:
-        return [f"power: {plan_words(s, state.outlook)}"]
+        return [f"power (round {k}): {plan_words(s, state.outlook)}"]
     arms = max(len(state.rounds[-1].arms) if state.rounds else len(s.candidates), 1)
     cells = []
     for cv in (2, 5, 10):
         _, plan = hs.round_design(s, arms, math.log1p((cv / 100) ** 2), 0.0)
         cells.append(f"{plan.needed} at CV {cv} % (power {hs.power_of(s, plan):.2f})")
     return [
-        f"power: round 1 ({arms} arms) is sized from its own first boots' scatter; a gain of "
-        f"{s.min_effect_pct:g} % with power {s.power:g} needs, a side, "
-        + ", ".join(cells)
-        + f"; the cap (boots.max) is {s.boots_max}"
+        f"power (round {k}, {arms} arms): sized once the boots' pooled scatter has "
+        f"{PLAN_DF} df; a gain of {s.min_effect_pct:g} % with power {s.power:g} needs, a "
+        "side, " + ", ".join(cells) + f"; the cap (boots.max) is {s.boots_max}"
     ]
 
 
