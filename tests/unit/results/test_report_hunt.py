@@ -64,7 +64,12 @@ def hunt_json(spec, truth=TRUTH, seed=1, candidates=CANDIDATES, wall_s=60.0) -> 
             "higher_is_better": True,
             "levels": [16, 64],
             "min_effect_pct": spec.min_effect_pct,
+            "margin_pct": hs.margin(spec),
+            "alpha": spec.alpha,
+            "power": spec.power,
         },
+        "first_boots": jsonable(state.first_boots),
+        "final_members": list(state.final),
         "steps": len(sim.batches) + 1,
         "done": state.done,
         "stop_reason": state.stop_reason,
@@ -275,6 +280,11 @@ def test_the_report_opens_with_the_hunt_and_keeps_the_rest_below(tmp_path, plant
     assert "&lt;stack&gt;/bin/python -m srv" in pre and "NOTE=&#39;a b&#39; \\" in pre
     assert section.count('<img src="data:image/png;base64,') == 1
     assert "changes outputs" in section and "server exited during startup" in section
+    # what alpha and power mean, in words, and what the adopted Δ is
+    words = re.sub(r"\s+", " ", section)
+    assert "α 0.025 a round: the chance that a round adopts a candidate that gains nothing" in words
+    assert "so it reads high (selected): quote the confirm's" in words
+    assert "First boots: first boots not seen to differ." in words
 
 
 def test_without_a_hunt_there_is_no_hunt_section(tmp_path):
