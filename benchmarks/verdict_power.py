@@ -38,26 +38,24 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from fixtures.verdict_sim import Noise, judge_before, judge_fast, simulate_logs  # noqa: E402
+from fixtures.verdict_sim import (  # noqa: E402
+    USER_NOISES,
+    Noise,
+    judge_before,
+    judge_fast,
+    simulate_logs,
+)
 from record import write_result  # noqa: E402
 
 LEVELS = (1, 4, 16, 64)
 AT = LEVELS.index(16)
-NAMES = ["baseline", "changed", "copy-1", "copy-2", "copy-3"]
+NAMES = ["baseline", "changed", "copy-1", "copy-2", "copy-3"]  # copy-1: the noisier one
 EFFECTS = [1, 2, 3, 5, 7, 10, 12, 15, 20, 25, 30, 40, 50, 70, 100, 150, 200, 300, 500, 1000]
 BOOTS = (2, 3, 5)
 
 
 def noises() -> list[Noise]:
-    out = [Noise(f"boot CV {c:.0%}", c) for c in (0.02, 0.05, 0.10)]
-    out.append(
-        Noise(
-            "CV 5 %, first boots 30-70 % slower at 16", 0.05, first_boot=(0.3, 0.7), first_level=16
-        )
-    )
-    out.append(Noise("CV 5 %, copy-1 scatters 3x", 0.05, noisy=(("copy-1", 3.0),)))
-    out.append(Noise("CV 5 %, levels correlated (rho 0.5)", 0.05, level_rho=0.5))
-    return out
+    return [*USER_NOISES, Noise("CV 5 %, levels correlated (rho 0.5)", 0.05, level_rho=0.5)]
 
 
 def power_row(rng, noise: Noise, boots: int, sims: int, rule) -> dict:
