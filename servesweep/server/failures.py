@@ -79,9 +79,10 @@ def classify_log(text: str) -> str | None:
 
 # argparse's refusal: "PROG: error: MESSAGE" as its last words, then exit status 2 (vLLM,
 # SGLang, transformers serve and most Python servers parse their flags with argparse; vLLM
-# 0.26.0 on the H200: "api_server.py: error: unrecognized arguments: --no-such-flag").
+# 0.26.0 on the H200: "api_server.py: error: unrecognized arguments: --no-such-flag";
+# SGLang 0.5.17 names its parser in two words: "sglang serve: error: ...").
 ARGPARSE_EXIT = 2
-_ARGPARSE_ERROR = re.compile(r"^\S+: error: \S")
+_ARGPARSE_ERROR = re.compile(r"^[\w.\-]+(?: [\w.\-]+)?: error: \S")
 
 
 def rejected_args(returncode: int | None, log_text: str) -> str | None:

@@ -51,6 +51,12 @@ def metric_mean(metrics: dict[str, float], name: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def counter_total(counters: dict[str, float], name: str) -> float:
+    """A counter's growth summed over its label sets (0 where it did not grow or is absent),
+    from `counter_delta`'s result."""
+    return sum(v for k, v in counters.items() if k == name or k.startswith(name + "{"))
+
+
 def counter_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """after - before for counters and histogram/summary sums and counts: what one level
     added. Gauges (queue length, cache usage) are point values and are left out."""

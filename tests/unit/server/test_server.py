@@ -22,7 +22,8 @@ SERVER = textwrap.dedent(
     if "argparse" in mode:  # parse the flags after the mode, as servers do
         import argparse
         print("INFO importing everything first (vLLM logs ImportError warnings here)", flush=True)
-        parser = argparse.ArgumentParser(prog="api_server.py")
+        # SGLang 0.5.17's parser is "sglang serve" (server_args.prepare_server_args).
+        parser = argparse.ArgumentParser(prog="sglang serve" if "sglang" in mode else "api_server.py")
         parser.add_argument("--max-model-len", type=int)
         parser.parse_args(sys.argv[3:])
     if "ignore-term" in mode:
@@ -154,6 +155,18 @@ def test_rejected_flag_is_its_own_cause(tmp_path):
         wait_ready(good, "/health", "/v1/models", "m", 20, generate=GOOD)
     finally:
         good.stop(grace_s=1)
+
+
+def test_sglang_rejected_flag_is_its_own_cause(tmp_path):
+    # SGLang 0.5.17 refuses a flag as "sglang serve: error: ..." (a prog of two words).
+    server = launch(tmp_path, "argparse-sglang", "--no-such-flag")
+    try:
+        with pytest.raises(BootFailure) as err:
+            wait_ready(server, "/health", "/v1/models", "m", 20, generate=GOOD)
+    finally:
+        server.stop(grace_s=1)
+    assert (server.returncode, err.value.cause) == (2, "rejected_args")
+    assert err.value.message.endswith("sglang serve: error: unrecognized arguments: --no-such-flag")
 
 
 def test_argparse_error_needs_exit_status_2():
