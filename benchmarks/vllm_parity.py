@@ -290,20 +290,20 @@ def probe_sweep_prompts(settings, tokenizer, args, out: Path) -> None:
     from vllm_stream_probe import explain, print_explained, probe
 
     from servesweep.bench.client import run_level
-    from servesweep.level import Level
+    from servesweep.level import Level, warmup_requests
     from servesweep.run.levels import level_prompts
     from servesweep.server.engines import get_engine
     from servesweep.sweep.config import load_file
 
     sweep = load_file(CONFIG)
     spec = sweep.spec("vllm-0.26", "moe-1b", "baseline")
-    warmup = spec["benchmark"]["warmup"]
     engine = get_engine("vllm")
     base_url = settings.base_url
     with open(out / "probe.jsonl", "w") as f:
         for level in args.probe_levels:
             lv = Level("concurrency", level)
             prompts = level_prompts(spec, tokenizer, lv, 0)
+            warmup = warmup_requests(spec["benchmark"], lv)
             engine.flush_cache(base_url)
             records = out / "requests" / f"sweep_L{level}.requests.jsonl"
             s = run_level(settings, prompts, level, warmup, records, lv, 0)

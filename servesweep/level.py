@@ -85,3 +85,40 @@ def num_prompts(rule: dict, level: Level) -> int:
     if level.value == INF:
         return rule["min"]
     return max(rule["min"], min(rule["max"], int(round(rule["per_level"] * level.value))))
+
+
+def measured_requests(benchmark: dict, level: Level) -> int:
+    """A spec's measured requests at a level: the configured level's count, or by the same
+    rule for a level the capacity search adds (a probe)."""
+    per_level = benchmark.get("num_prompts_per_level") or {}
+    if level.key in per_level:
+        return per_level[level.key]
+    return num_prompts(benchmark["num_prompts"], level)
+
+
+WARMUP_RATE_S = 10.0  # a rate level's `auto` warm-up: this many seconds of its arrivals
+
+
+def warmup_requests(benchmark: dict, level: Level) -> int:
+    """Unrecorded requests sent before a level's measured ones (`benchmark.warmup`).
+
+    `auto` (the default): one full wave at the level's own load, so that every batch size
+    the measured requests reach has run once before they are timed (engines compile or
+    autotune kernels on first use at a new batch size: vLLM's and SGLang's first run at a
+    new level was measured up to 10 x slower in TTFT). A concurrency level c sends c
+    requests with c in flight: the batch grows through every size up to c as the server
+    admits them, and shrinks back as they finish, which covers the measured window (its
+    waves are c and then smaller). A rate level sends the first WARMUP_RATE_S seconds of
+    its arrivals at its own rate (at most as many requests as it measures; an `inf` rate
+    as many as it measures, all at once), so the in-flight count reaches its steady value
+    whenever a request takes less than that. An integer: exactly that many requests, with
+    at most min(level, that) in flight (the rule before `auto`)."""
+    rule = benchmark.get("warmup", "auto")
+    if rule != "auto":
+        return int(rule)
+    measured = measured_requests(benchmark, level)
+    if not level.is_rate:
+        return int(level.value)
+    if level.value == INF:
+        return measured
+    return max(1, min(measured, math.ceil(level.value * WARMUP_RATE_S)))

@@ -105,11 +105,13 @@ def _worker_configs(
     concurrency: int,
     tmp: Path,
     schedule_s: list[float] | None = None,
+    warmup_schedule_s: list[float] | None = None,
 ) -> list[WorkerConfig]:
     """Write the level's request bodies into one file the workers map, and a counter they
     take job numbers from (per phase: warmup, measured), so any free slot in any worker
     sends the next request; return each worker's share. A rate level (`schedule_s`) runs
-    in one worker, which sends each measured request when it is due."""
+    in one worker, which sends each measured request when it is due (and each warm-up
+    request, given `warmup_schedule_s`)."""
     n = len(prompts)
     workers = 1 if schedule_s is not None else worker_count(settings, concurrency)
     offsets = [0]
@@ -133,11 +135,16 @@ def _worker_configs(
             workers=workers,
             defer_budget_bytes=DEFER_BUDGET_BYTES // workers,
             packed_budget_bytes=PACKED_BUDGET_BYTES // workers,
-            schedule_ns=None if schedule_s is None else [round(t * 1e9) for t in schedule_s],
+            schedule_ns=_ns(schedule_s),
             cap=rate_cap,
+            warmup_schedule_ns=_ns(warmup_schedule_s),
         )
         for w in range(workers)
     ]
+
+
+def _ns(schedule_s: list[float] | None) -> list[int] | None:
+    return None if schedule_s is None else [round(t * 1e9) for t in schedule_s]
 
 
 def mark_schedule(records: list, result, schedule_s: list[float], warmup: int, t0_ns: int) -> None:
@@ -174,11 +181,14 @@ def run_level(
     error_rate_threshold: float = metrics.DEFAULT_ERROR_RATE_THRESHOLD,
     cutoff: float | None = None,
     schedule_s: list[float] | None = None,
+    warmup_schedule_s: list[float] | None = None,
 ) -> LevelSummary:
     """Run `warmup` requests (recorded with warmup: true, excluded from every statistic),
-    then the rest with at most `concurrency` in flight. A rate level (its
-    measured requests due at `schedule_s`, seconds from the first) sends each when due,
-    `concurrency` being its cap (at least the number of prompts: none). Writes one JSON
+    then the rest with at most `concurrency` in flight; the measured requests start once
+    every warm-up request has ended. A rate level (its measured requests due at
+    `schedule_s`, seconds from the first) sends each when due, `concurrency` being its cap
+    (at least the number of prompts: none); its warm-up likewise at `warmup_schedule_s`
+    (None: all at once, closed loop). Writes one JSON
     line per request to records_path and returns the level summary. Server faults never
     raise: they become per-request errors, and a stall ends the level with status failed,
     cause hung; so does `cutoff` (time.monotonic: the job's time limit, less a margin) with
@@ -192,7 +202,9 @@ def run_level(
     started_at = utc_now()
     label = f"L{level} r{repeat}: "
     with tempfile.TemporaryDirectory(prefix="servesweep-client-") as tmp:
-        configs = _worker_configs(settings, prompts, warmup, concurrency, Path(tmp), schedule_s)
+        configs = _worker_configs(
+            settings, prompts, warmup, concurrency, Path(tmp), schedule_s, warmup_schedule_s
+        )
         outcome = run_workers(
             configs, len(prompts), settings.stall_timeout_s, progress, label, cutoff
         )

@@ -31,6 +31,8 @@ class WorkerConfig(NamedTuple):
     # level, whose slots send the next request as soon as one ends.
     schedule_ns: list[int] | None = None
     cap: int = 0
+    # A rate level's warm-up, likewise (None: its warm-up runs closed loop on the slots).
+    warmup_schedule_ns: list[int] | None = None
 
 
 # Coordinator -> worker

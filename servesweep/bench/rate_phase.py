@@ -1,4 +1,5 @@
-"""The measured phase of a rate level, inside a worker (standard library only).
+"""A rate level's phases, inside a worker (standard library only): the measured one, and
+its warm-up when that runs at the level's rate too.
 
 Each request goes out at its scheduled time (`WorkerConfig.schedule_ns`, ns after the phase
 starts; drawn by `servesweep.bench.arrivals`), whatever the others are doing: an open-loop arrival
@@ -19,14 +20,13 @@ _now = time.perf_counter_ns
 
 
 class RatePhase:
-    """Sends the measured jobs on schedule for one worker (the level's only worker)."""
+    """Sends one phase's jobs on schedule for one worker (the level's only worker)."""
 
-    def __init__(self, worker, schedule_ns: list[int], cap: int):
+    def __init__(self, worker, schedule_ns: list[int], cap: int, phase: int = 1):
         self.w = worker
+        self.phase = phase
         self.schedule = schedule_ns
         self.cap = cap if cap > 0 else 1 << 62
-        self.first = worker.cfg.phase_end[0]  # job number of the first measured request
-        self.end = worker.cfg.phase_end[1]
         self.next = 0  # position in the schedule of the next job to send
         self.waiting: deque[int] = deque()  # due, but the cap was full
         self.live: set = set()
@@ -52,7 +52,7 @@ class RatePhase:
         now = _now()
         schedule = self.schedule
         while self.next < len(schedule) and self.origin_ns + schedule[self.next] <= now:
-            index = w.claim(1)
+            index = w.claim(self.phase)
             self.next += 1
             if index is None:
                 break

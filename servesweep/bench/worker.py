@@ -190,6 +190,9 @@ class Worker:
         )
 
     async def run_phase(self, phase: int) -> None:
+        if phase == 0 and self.cfg.warmup_schedule_ns is not None:
+            await RatePhase(self, self.cfg.warmup_schedule_ns, self.cfg.cap, phase=0).run()
+            return
         if phase == 1 and self.cfg.schedule_ns is not None:
             self.rate = RatePhase(self, self.cfg.schedule_ns, self.cfg.cap)
             await self.rate.run()

@@ -14,7 +14,7 @@ from servesweep.capacity.run import search_capacity
 from servesweep.capacity.search import search_of
 from servesweep.correctness.answers import run_correctness
 from servesweep.jsonfile import utc_now, write_json
-from servesweep.level import Level
+from servesweep.level import Level, warmup_requests
 from servesweep.records import CellRecord, LevelSummary
 from servesweep.run.levels import level_plan, level_prompts, rate_schedule
 from servesweep.run.record import new_cell_record
@@ -288,15 +288,17 @@ class CellRun:
         before = engine.snapshot(base_url)
         prompts = level_prompts(self.spec, self.tokenizer, level, in_boot)
         name = level_name(level, in_boot)
-        concurrency, schedule = level.value, None
+        warmup = warmup_requests(bench, level)
+        concurrency, schedule, warmup_schedule = level.value, None, None
         if level.is_rate:
-            measured = len(prompts) - bench["warmup"]
-            schedule = rate_schedule(self.spec, level, in_boot, measured)
+            schedule = rate_schedule(self.spec, level, in_boot, len(prompts) - warmup)
+            if bench.get("warmup", "auto") == "auto":
+                warmup_schedule = rate_schedule(self.spec, level, in_boot, warmup, warmup=True)
             concurrency = bench.get("max_concurrency") or len(prompts)
         load = f"{level} requests/s" if level.is_rate else f"concurrency {level}"
         self.log(
             f"level {level} ({name}, boot r{self.repeat}): {len(prompts)} requests "
-            f"({bench['warmup']} warmup), {load}"
+            f"({warmup} warmup, unrecorded in every statistic), {load}"
         )
         # The engine's gauges at their peak while the level runs (KV-cache usage, ...).
         watched = engine.peak_gauges if engine.metrics_path else {}
@@ -306,7 +308,7 @@ class CellRun:
                 self.settings,
                 prompts,
                 concurrency=concurrency,
-                warmup=bench["warmup"],
+                warmup=warmup,
                 records_path=self.levels_dir / f"{name}.requests.jsonl",
                 level=level,
                 repeat=self.repeat,
@@ -314,6 +316,7 @@ class CellRun:
                 error_rate_threshold=bench["error_rate_threshold"],
                 cutoff=self.cutoff,
                 schedule_s=schedule,
+                warmup_schedule_s=warmup_schedule,
             )
         summary["in_boot"] = in_boot
         if probe:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import zlib
 
 from servesweep.bench.arrivals import schedule
-from servesweep.level import Level, levels_of, num_prompts
+from servesweep.level import Level, levels_of, measured_requests, warmup_requests
 from servesweep.sweep.config import arrival
 from servesweep.workloads import Prompt, make_prompts
+
+
+WARMUP_SALT = 1_000_000_007  # a rate level's warm-up schedule: its own seed
 
 
 def level_plan(spec: dict) -> list[tuple[Level, int]]:
@@ -31,18 +34,18 @@ def level_prompts(spec: dict, tokenizer, level: Level, in_boot: int) -> list[Pro
     variant, and every boot, sees exactly the same requests."""
     bench = spec["benchmark"]
     workload = bench["workload"]
-    per_level = bench["num_prompts_per_level"]
-    # A capacity-search probe is not a configured level: the same rule counts its prompts.
-    n = bench["warmup"] + (
-        per_level[level.key] if level.key in per_level else num_prompts(bench["num_prompts"], level)
-    )
+    n = warmup_requests(bench, level) + measured_requests(bench, level)
     seed = workload["seed"] * 1_000_003 + _salt(level) + in_boot
     return make_prompts(tokenizer, n, workload, seed)
 
 
-def rate_schedule(spec: dict, level: Level, in_boot: int, measured: int) -> list[float]:
-    """When each measured request of a rate level is due (s after the first): seeded by the
-    arrival seed, the level and the in-boot index, so every variant gets the same one."""
+def rate_schedule(
+    spec: dict, level: Level, in_boot: int, measured: int, warmup: bool = False
+) -> list[float]:
+    """When each measured (or, `warmup`, each warm-up) request of a rate level is due (s
+    after the first): seeded by the arrival seed, the level and the in-boot index, so every
+    variant gets the same one; the warm-up's schedule is drawn apart from the measured one,
+    which stays what it was."""
     how = arrival(spec["benchmark"])
-    salt = _salt(level) * 16 + in_boot
+    salt = _salt(level) * 16 + in_boot + (WARMUP_SALT if warmup else 0)
     return schedule(measured, level.value, how, salt).tolist()

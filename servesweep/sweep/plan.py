@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import read_json
-from servesweep.level import INF, level_key, levels_of
+from servesweep.level import INF, level_key, levels_of, warmup_requests
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
 from servesweep.server.engines import launch_command, launch_env
@@ -164,7 +164,7 @@ class Rates:
         total += pick(own["teardown"], self.teardown.get(engine), DEFAULT_TEARDOWN_S)
         for level in levels_of(bench):
             key = level.key
-            requests = bench["warmup"] + bench["num_prompts_per_level"][key]
+            requests = warmup_requests(bench, level) + bench["num_prompts_per_level"][key]
             mine = own["tput"].get(key)
             # A rate level's in-flight count is the server's to decide: assume it keeps up.
             streams = requests if level.is_rate else min(level.value, requests)

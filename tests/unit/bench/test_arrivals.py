@@ -9,7 +9,7 @@ from fixtures.sse_server import ServerProcess
 
 from servesweep.bench import arrivals
 from servesweep.bench.client import ClientSettings, run_level
-from servesweep.level import INF, Level, num_prompts
+from servesweep.level import INF, Level, num_prompts, warmup_requests
 from servesweep.sweep.config import Arrival
 from servesweep.workloads.base import Prompt
 
@@ -93,6 +93,55 @@ def test_num_prompts_for_rates():
     assert num_prompts(rule, Level.parse(0.5)) == 8
     assert num_prompts(rule, Level.parse(1000)) == 100
     assert num_prompts(rule, Level.parse("inf")) == 8
+
+
+def test_warmup_rule():
+    bench = {"num_prompts": {"per_level": 1.5, "min": 20, "max": 100000}}
+    auto = {**bench, "warmup": "auto"}
+    # A concurrency level: one wave at its own concurrency.
+    assert [warmup_requests(auto, Level.parse(c)) for c in (1, 10, 1024)] == [1, 10, 1024]
+    # A rate level: 10 s of its arrivals, at most what it measures; inf: what it measures.
+    assert warmup_requests(auto, Level.parse(0.5, "rate")) == 5
+    assert warmup_requests(auto, Level.parse(4, "rate")) == 20  # measured: max(20, 6)
+    assert warmup_requests(auto, Level.parse(100, "rate")) == 150
+    assert warmup_requests(auto, Level.parse("inf", "rate")) == 20
+    # A spec's own count per level wins over the rule (a configured level).
+    spec = {**auto, "num_prompts_per_level": {"4": 7}}
+    assert warmup_requests(spec, Level.parse(4, "rate")) == 7
+    # An integer is that many requests, whatever the level; the default is auto.
+    assert warmup_requests({**bench, "warmup": 2}, Level.parse(1024)) == 2
+    assert warmup_requests(bench, Level.parse(64)) == 64
+
+
+def test_a_rate_levels_warmup_runs_at_its_rate(tmp_path):
+    # Warm-up and measured requests both on their own schedules at 40/s: the server read
+    # each warm-up request when it was due, and the measured ones only after the warm-up.
+    n, warm, rate = 30, 12, 40.0
+    prompts = [Prompt(f"p{i}", 2, 4) for i in range(warm + n)]
+    how = Arrival("poisson", 1, 0)
+    schedule = arrivals.schedule(n, rate, how).tolist()
+    warm_schedule = arrivals.schedule(warm, rate, how, salt=99).tolist()
+    with ServerProcess({"ttft_ms": 5, "gap_ms": 2}) as srv:
+        summary = run_level(
+            ClientSettings(srv.url),
+            prompts,
+            concurrency=warm + n,
+            warmup=warm,
+            records_path=tmp_path / "r.jsonl",
+            level=Level("rate", rate),
+            repeat=0,
+            schedule_s=schedule,
+            warmup_schedule_s=warm_schedule,
+        )
+        truth = {t["prompt"]: t for t in srv.truth()}
+    assert summary["completed"] == n and summary["warmup"] == warm
+    reads = np.array([truth[f"p{i}"]["recv_ns"] for i in range(warm)]) / 1e9
+    err = np.abs((reads - reads[0]) - np.array(warm_schedule))
+    assert np.percentile(err, 90) < 0.005, err
+    assert warm_schedule[-1] > 0.1  # spread over time, not a burst
+    last_warm_end = max(truth[f"p{i}"]["recv_ns"] for i in range(warm))
+    assert min(truth[f"p{i}"]["recv_ns"] for i in range(warm, warm + n)) > last_warm_end
+    assert summary["achieved_ratio"] == pytest.approx(1.0, abs=0.05)
 
 
 @pytest.mark.parametrize("rate", [20.0, 200.0])

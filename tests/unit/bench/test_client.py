@@ -227,6 +227,31 @@ def test_records_file_and_warmup(server, tmp_path, word_tokenizer):
     assert r["end_s"] == pytest.approx(r["sent_s"] + r["e2el_ms"] / 1e3, abs=1e-5)
 
 
+def _max_in_flight(records) -> int:
+    events = sorted(
+        [(r["sent_s"], 1) for r in records] + [(r["end_s"], -1) for r in records],
+        key=lambda e: (e[0], e[1]),
+    )
+    return int(max(np.cumsum([step for _, step in events])))
+
+
+def test_warmup_runs_at_the_levels_own_concurrency_before_the_measured_requests(
+    server, tmp_path
+):
+    # The `auto` warm-up of a level of 24 streams: 24 requests with all 24 in flight (a
+    # two-request warm-up reached a batch of 2 only), every one ended before the first
+    # measured request is sent.
+    script = {"ttft_ms": 30.0, "gap_ms": 2.0}
+    summary, records, _ = run(server, tmp_path, script, prompts(24 + 36, 8), 24, warmup=24)
+    warm = [r for r in records if r["warmup"]]
+    measured = [r for r in records if not r["warmup"]]
+    assert len(warm) == 24 and summary["warmup"] == 24 and summary["completed"] == 36
+    assert _max_in_flight(warm) == 24
+    assert max(r["end_s"] for r in warm) <= min(r["sent_s"] for r in measured)
+    # The measured requests' figures are their own: the summary counts none of the warm-up.
+    assert summary["total_output_tokens"] == 36 * 8
+
+
 def test_all_at_once_level_has_no_steady_window(server, tmp_path):
     # num_prompts == level: all sent at once, then the level only drains.
     summary, _, _ = run(server, tmp_path, {"gap_ms": 1.0}, prompts(8, 4), 8)
