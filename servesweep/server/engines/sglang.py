@@ -59,7 +59,9 @@ class SGLangEngine(Engine):
     reserved_flags = ("model-path", "model", "host", "port")
     # Read while a level runs (servesweep.server.engines.gauges); the snapshots around it see 0.
     peak_gauges = {
-        "kv_cache_usage": "sglang:token_usage",  # a fraction of the KV pool
+        # A fraction of the KV pool, rounded to 0.01 by SGLang (0.5.17); the tokens exactly.
+        "kv_cache_usage": "sglang:token_usage",
+        "kv_used_tokens": "sglang:kv_used_tokens",
         "running_requests": "sglang:num_running_reqs",
         "waiting_requests": "sglang:num_queue_reqs",
     }

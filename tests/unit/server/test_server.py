@@ -23,7 +23,8 @@ SERVER = textwrap.dedent(
         import argparse
         print("INFO importing everything first (vLLM logs ImportError warnings here)", flush=True)
         # SGLang 0.5.17's parser is "sglang serve" (server_args.prepare_server_args).
-        parser = argparse.ArgumentParser(prog="sglang serve" if "sglang" in mode else "api_server.py")
+        prog = "sglang serve" if "sglang" in mode else "api_server.py"
+        parser = argparse.ArgumentParser(prog=prog)
         parser.add_argument("--max-model-len", type=int)
         parser.parse_args(sys.argv[3:])
     if "ignore-term" in mode:

@@ -112,6 +112,7 @@ def test_level_figures_are_the_levels_own():
 def test_peak_gauges_are_sglangs_names():
     assert get_engine("sglang").peak_gauges == {
         "kv_cache_usage": "sglang:token_usage",
+        "kv_used_tokens": "sglang:kv_used_tokens",
         "running_requests": "sglang:num_running_reqs",
         "waiting_requests": "sglang:num_queue_reqs",
     }
