@@ -21,7 +21,7 @@ EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
 GPU_EXAMPLES = ["kimi-k2.5-eagle3.yaml", "glm5-nvfp4.yaml"]
 # The seeds' hand searches as hunts (docs/hunt.md).
 HUNT_EXAMPLES = ["kimi-k2.5-hunt.yaml", "glm5-nvfp4-hunt.yaml"]
-# The examples run on a lent GPU (benchmarks/gpu_run.sh): transformers serve on CUDA.
+# The examples run on a lent GPU (benchmarks/gpu/gpu_run.sh): transformers serve on CUDA.
 H200_EXAMPLE = "h200-transformers.yaml"
 H200_RATE_EXAMPLE = "h200-rate-slo.yaml"
 # Real SGLang 0.5.17 on the lent H200 (benchmarks/gpu/run.sh sglang; docs/sglang-h200.md).
