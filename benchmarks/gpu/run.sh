@@ -36,8 +36,9 @@ sm() { "${SM[@]}" "$@" --resources gpu=1 --configfile "$CFG"; }
 first_boots() {
   "$P" -c "import sys
 from servesweep.sweep.config import load_file
+from pathlib import Path
 from servesweep.sweep.layout import Paths
-print(' '.join(str(Paths('.').cell_json(*j)) for j in load_file(sys.argv[1]).jobs if j[3] == 0))" "$CFG"
+print(' '.join(str(Paths(Path('.')).cell_json(*j)) for j in load_file(sys.argv[1]).jobs if j[3] == 0))" "$CFG"
 }
 
 for step in "$@"; do
