@@ -19,6 +19,17 @@ if wait_pid "$pid" "$WAIT_S"; then state=ended; else state="still running after 
 results_pack /tmp/ss "$OUT"
 cp /tmp/sout/run.log /tmp/sout/gpu.txt "$OUT/" 2>/dev/null
 echo "== job $pid ($ENGINE): $state"
-grep -E '^\[..:..:..\] step|Finished jobid|ready in|FAILED|teardown:|Error' /tmp/sout/run.log 2>/dev/null | tail -n 40
+grep -E '^\[..:..:..\] (step|joined|installed)|rror|FAILED|server ready|L[0-9]+_r|flush check' \
+  /tmp/sout/run.log 2>/dev/null | tail -n 30
+# Each boot so far: variant, status, launch -> ready, its cache state.
+python3 - /tmp/ss/results/cells <<'PY' 2>/dev/null
+import json, pathlib, sys
+for p in sorted(pathlib.Path(sys.argv[1]).glob("*/*/*/r*/cell.json"), key=lambda p: p.stat().st_mtime):
+    c = json.loads(p.read_text())
+    f, fail = c.get("boot_facts") or {}, c.get("failure") or {}
+    tput = [round(lv.get("output_throughput") or 0) for lv in c.get("levels") or []]
+    print(c["variant"], f"r{c['repeat']}", c["status"], c.get("boot_s"), f.get("caches"), tput, fail.get("cause") or "")
+PY
+ls -t /tmp/ss/results/logs/run_cell/*/*/*/*.log 2>/dev/null | head -1 | xargs -r tail -n 3
 nvidia-smi --query-gpu=memory.used,power.draw --format=csv,noheader 2>/dev/null
 ls -la "$OUT"
