@@ -170,6 +170,24 @@ def test_sglang_rejected_flag_is_its_own_cause(tmp_path):
     assert err.value.message.endswith("sglang serve: error: unrecognized arguments: --no-such-flag")
 
 
+# SGLang 0.5.17 refusing --enable-single-batch-overlap on the H200 (its server.log's end):
+# the scheduler raised, the main process killed its own tree with SIGKILL.
+SGLANG_SELF_KILL = (
+    "    raise ValueError(\n"
+    "ValueError: SBO (single batch overlap) is not supported on SM90 GPUs with latest "
+    "sgl-deep-gemm wheel. Please try removing --enable-single-batch-overlap argument.\n\n"
+    "[2026-12-03 14:50:06] Received sigquit from a child process. It usually means the child "
+    "failed.\n"
+    "[2026-12-03 14:50:06] kill_process_tree called: parent_pid=3424, include_parent=True, "
+    "pid=3424\n"
+)
+
+
+def test_a_server_that_killed_itself_is_not_the_oom_killer():
+    assert classify_exit(-9, SGLANG_SELF_KILL) == "died"
+    assert classify_exit(-9, "INFO serving\n") == "oom"  # a bare SIGKILL still is
+
+
 def test_argparse_error_needs_exit_status_2():
     text = "INFO loading\nImportError: optional module\napi_server.py: error: bad value\n"
     assert classify_exit(2, text) == "rejected_args"

@@ -131,3 +131,17 @@ def test_vllm_level_figures_from_its_counters():
         "spec_accept_length": 4.0,
         "spec_accept_rate": 0.75,
     }
+
+
+def test_a_first_levels_hits_count_though_the_series_was_not_there_before():
+    # On the H200 the cached-tokens series first appeared during level 1 (no hit since the
+    # boot): before the fix the level's 585 cached tokens were dropped and its rate read 0.
+    before = parse_prometheus(
+        'sglang:prompt_tokens_total{engine_type="unified",is_streaming="true"} 11.0\n'
+    )
+    after = parse_prometheus(
+        'sglang:prompt_tokens_total{engine_type="unified",is_streaming="true"} 2207.0\n'
+        'sglang:cached_tokens_total{cache_source="device",engine_type="unified"} 585.0\n'
+    )
+    figures = get_engine("sglang").level_figures(counter_delta(before, after))
+    assert figures == {"prefix_cache_hit_rate": round(585 / 2196, 4)}
