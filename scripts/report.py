@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 from servesweep import CLIENT_VERSION  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
 from servesweep.jsonfile import read_json  # noqa: E402
+from servesweep.results.judge.step import judging_of  # noqa: E402
 from servesweep.results.report.build import ReportSettings, build_report  # noqa: E402
 from servesweep.sweep.config import load  # noqa: E402
 
@@ -25,6 +26,7 @@ with job_logger(sm.log[0]) as log:
             sweep.analysis,
             slo=sweep.raw.get("slo"),
             cost=sweep.raw.get("cost"),
+            judging=judging_of(sweep),
         ),
         current_client_version=CLIENT_VERSION,
         correctness_csv=Path(sm.input.correctness),

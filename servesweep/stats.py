@@ -1,34 +1,55 @@
-"""Statistics over repeats: the numbers a verdict rests on.
+"""The one statistical core: the numbers every verdict rests on, the grid's
+(`servesweep.results.judge`) and the hunt's (`servesweep.hunt.sequential`, whose
+group-sequential bounds stay its own) alike.
 
 Pure functions over plain numbers (numpy and scipy, no pandas), tested against published
-values (tests/unit/results/test_stats.py):
-- `describe`: n, mean, sample std, CV and the t-based 95 % CI of the mean;
-- `welch`: Welch's unequal-variance t interval for a difference of means, from samples or
-  from summaries (mean, std, n);
-- `two_stage_bootstrap`: a CI for any statistic of requests pooled over boots, resampling
-  boots and then requests within each, so boot-to-boot variance is in the interval;
-- `log_ratio`: Welch's interval on the boots' log values, as a ratio (latency percentiles:
-  one percentile per boot, so the boot is the unit and its requests' scatter is inside it);
-- `holm`: Holm's step-down adjusted p-values for a family of comparisons;
-- `repeats_needed`: how many boots per side a comparison needs to resolve a given change,
-  and `PRACTICAL_MAX_BOOTS`, past which more boots is the wrong advice.
+values and by simulation with known truth (tests/unit/results/test_stats.py):
+
+- a boot is the unit: each boot's value of a metric at a level (its throughput, or its own
+  requests' percentile) is one number, compared on the **log scale**: boots vary by
+  factors (clocks, memory layouts, captured graphs), so the interval of a ratio is
+  symmetric there and never reaches below zero once exponentiated;
+- the boot scatter is **pooled** over the configurations measured on the same host at the
+  same level and metric, each about its own mean (`scatter`): the premise is that
+  configurations on one host scatter alike in relative terms, so a cell of 2 boots borrows
+  the degrees of freedom of the others' (Dunnett's many-to-one comparisons pool the same
+  way). `scatter_agrees` is the guard for a configuration whose own scatter is larger: its
+  scatter, standardised by the rest's at every level it has, summed over levels (a
+  configuration that makes boots noisier does so at every level, and 2 boots give 1 degree
+  of freedom a level: summing over 4 levels gives the test 4), one-sided F at
+  GUARD_LEVEL; a side that fails it is judged by its own scatter ratio times the rest's
+  variance (`scaled_side`; Welch–Satterthwaite for the comparison). The pool keeps every
+  configuration: leaving the flagged ones out biases it low (A/A 7 % instead of 5 %);
+- `contrast`: one comparison's log difference, its standard error and degrees of freedom,
+  and which variance it used; `RatioInterval` its 95 % interval as a ratio;
+- `holm`: Holm's step-down adjustment for a family of comparisons;
+- `first_boot_contrast`: first boots against later ones, pooled over configurations;
+- `boots_needed`: how many boots a side would resolve a change, from the pooled scatter,
+  and `PRACTICAL_MAX_BOOTS`, past which more boots is the wrong advice;
+- `describe` and `welch`: plain summaries and Welch's interval on raw values (boot times,
+  the capacity comparison).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
 
 CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE  # two-sided, per family of comparisons (Holm)
+# The guard's one-sided level: a side whose scatter is larger than the rest's at this level
+# is judged on its own boots. Measured in docs/design.md §6 (its power against a 3x scatter).
+GUARD_LEVEL = 0.10
 
-# Past this many boots a cell, asking for more repeats is the wrong advice (the H200 sweep's
-# noisy comparisons asked for 346): the boots' scatter is the problem. The plan and the
-# report both read it.
+# Past this many boots a cell, asking for more repeats is the wrong advice: the boots'
+# scatter is the problem. The plan and the report both read it.
 PRACTICAL_MAX_BOOTS = 20
+
+Variance = Literal["pooled", "own", "none"]
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -44,6 +65,16 @@ def t95(df: float) -> float:
 def _clean(values: Sequence[float]) -> np.ndarray:
     a = np.asarray([v for v in values if v is not None], dtype=float)
     return a[~np.isnan(a)]
+
+
+def logs_of(values: Sequence[float]) -> np.ndarray:
+    """The logs of the positive values (a zero or missing value has no place on a ratio
+    scale: it is left out)."""
+    a = _clean(values)
+    return np.log(a[a > 0])
+
+
+# ---- plain summaries (raw scale) ---------------------------------------------------------
 
 
 class Described(NamedTuple):
@@ -111,37 +142,6 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Welch | None:
     return welch_from_stats(*stats_a, *stats_b)
 
 
-class Ratio(NamedTuple):
-    """A ratio of two sides' geometric means with its 95 % interval and two-sided p."""
-
-    ratio: float
-    low: float
-    high: float
-    p: float
-    sd_log: float  # the first side's std of log values (about its CV)
-    sd_log_ref: float
-
-
-def log_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
-    """exp(mean log a - mean log b) with Welch's 95 % interval on the log values: each value
-    is one boot's statistic (a latency percentile), so the interval has as many degrees of
-    freedom as the boots give and the requests' scatter is already in each boot's value.
-    None with fewer than 2 positive values a side."""
-    la = np.log([x for x in _clean(a) if x > 0])
-    lb = np.log([x for x in _clean(b) if x > 0])
-    if len(la) < 2 or len(lb) < 2:
-        return None
-    w = welch(la, lb)
-    return Ratio(
-        math.exp(w.diff),
-        math.exp(w.ci_low),
-        math.exp(w.ci_high),
-        w.p,
-        float(la.std(ddof=1)),
-        float(lb.std(ddof=1)),
-    )
-
-
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (Holm 1979): sorted ascending, the i-th of m is
     max over j <= i of min(1, (m - j + 1) p_(j)). A comparison is significant at 5 % across
@@ -158,59 +158,250 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
-def _resample(groups: list[np.ndarray], draws: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """`draws` two-stage resamples of the pooled requests: boots with replacement, then each
-    chosen boot's requests with replacement. Returns one array per draw."""
-    out = []
-    for _ in range(draws):
-        picks = rng.integers(0, len(groups), size=len(groups))
-        parts = [groups[i][rng.integers(0, len(groups[i]), size=len(groups[i]))] for i in picks]
-        out.append(np.concatenate(parts))
-    return out
+# ---- boot scatter on the log scale --------------------------------------------------------
 
 
-def two_stage_bootstrap(
-    groups_a: list[Sequence[float]],
-    groups_b: list[Sequence[float]] | None,
-    statistic: Callable[[np.ndarray], float],
-    draws: int = 1000,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """(estimate, low, high): the percentile-bootstrap 95 % CI of statistic(pooled a), or of
-    statistic(a) / statistic(b) when `groups_b` is given. Each group is one boot's values."""
-    rng = np.random.default_rng(seed)
-    ga = [_clean(g) for g in groups_a if len(_clean(g))]
-    gb = [_clean(g) for g in groups_b if len(_clean(g))] if groups_b is not None else None
-    if not ga or (gb is not None and not gb):
-        return math.nan, math.nan, math.nan
+class Scatter(NamedTuple):
+    """Sums of squared deviations of log values from their own sample's mean, and their
+    degrees of freedom, summed over samples (arrays over any leading shape)."""
 
-    def value(a, b):
-        if b is None:
-            return statistic(a)
-        denominator = statistic(b)
-        return statistic(a) / denominator if denominator else math.nan
+    ss: np.ndarray | float
+    df: np.ndarray | float
 
-    estimate = value(np.concatenate(ga), None if gb is None else np.concatenate(gb))
-    sa = _resample(ga, draws, rng)
-    sb = _resample(gb, draws, rng) if gb is not None else [None] * draws
-    samples = np.asarray([value(a, b) for a, b in zip(sa, sb, strict=True)])
-    if math.isnan(estimate) or np.isnan(samples).any():
-        return float(estimate), math.nan, math.nan  # a zero reference: no ratio to speak of
-    low, high = np.percentile(samples, [100 * (1 - CONFIDENCE) / 2, 100 * (1 + CONFIDENCE) / 2])
-    return float(estimate), float(low), float(high)
+    @property
+    def variance(self) -> np.ndarray | float:
+        """ss / df (nan where there are no degrees of freedom)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(np.asarray(self.df) > 0, self.ss / np.maximum(self.df, 1), np.nan)
+
+    def __add__(self, other: Scatter) -> Scatter:  # type: ignore[override]
+        return Scatter(self.ss + other.ss, self.df + other.df)
+
+    def __sub__(self, other: Scatter) -> Scatter:
+        return Scatter(self.ss - other.ss, self.df - other.df)
 
 
-def repeats_needed(
-    cv_a: float, cv_b: float, ratio: float, resolve_pct: float, limit: int = 1000
-) -> int | None:
-    """Boots per side for the 95 % interval of (mean a / mean b - 1) to be no wider than
-    ±resolve_pct, with the CVs measured so far and mean a = ratio × mean b: the smallest n
-    with t(0.975, 2n - 2) × sqrt((ratio × cv_a)² + cv_b²) / sqrt(n) ≤ resolve_pct / 100.
-    None when the CVs are unknown, or when more than `limit` would be needed."""
-    if any(math.isnan(x) for x in (cv_a, cv_b, ratio)):
+NO_SCATTER = Scatter(0.0, 0)
+
+
+def scatter(samples: Sequence[np.ndarray], logs: bool = False) -> Scatter:
+    """The pooled scatter of samples of values (or of their logs, `logs`), boots on the last
+    axis, any number each (a sample of one boot adds nothing)."""
+    ss, df = np.asarray(0.0), np.asarray(0)
+    for x in samples:
+        y = np.asarray(x, dtype=float) if logs else np.log(np.asarray(x, dtype=float))
+        if y.shape[-1] >= 2:
+            ss = ss + ((y - y.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+            df = df + y.shape[-1] - 1
+    return Scatter(ss, df)
+
+
+class ScatterRatio(NamedTuple):
+    """A side's scatter against the rest's over its levels (the levels on the last axis):
+    each level's own sum of squares standardised by the rest's variance there, summed over
+    the levels where both have degrees of freedom, over the side's df there."""
+
+    ratio: np.ndarray | float  # about own variance / the rest's (1 where they agree)
+    df: np.ndarray | float  # the side's df over the levels used
+    rest_df: np.ndarray | float  # the rest's df over the same levels
+
+
+def scatter_ratio(own: Scatter, rest: Scatter) -> ScatterRatio:
+    own_ss, own_df = np.asarray(own.ss, dtype=float), np.asarray(own.df, dtype=float)
+    rest_ss, rest_df = np.asarray(rest.ss, dtype=float), np.asarray(rest.df, dtype=float)
+    usable = (own_df > 0) & (rest_df > 0) & (rest_ss > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        standardised = np.where(usable, own_ss * rest_df / np.where(usable, rest_ss, 1.0), 0.0)
+    d1 = np.where(usable, own_df, 0.0).sum(axis=-1)
+    d2 = np.where(usable, rest_df, 0.0).sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(d1 > 0, standardised.sum(axis=-1) / np.maximum(d1, 1), 1.0)
+    return ScatterRatio(ratio, d1, d2)
+
+
+def scatter_agrees(own: Scatter, rest: Scatter, level: float = GUARD_LEVEL):
+    """Whether a side's own scatter agrees with the rest of the pool's (`scatter_ratio`):
+    under the premise the ratio is F(df, rest df); a side is flagged when it is above the
+    one-sided `level` critical value. True (agrees) where there is nothing to test."""
+    r = scatter_ratio(own, rest)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        crit = sps.f.isf(level, np.maximum(r.df, 1), np.maximum(r.rest_df, 1))
+    return (np.asarray(r.df) == 0) | (r.ratio <= crit)
+
+
+class SideVariance(NamedTuple):
+    """The variance one side of a comparison is judged by at one level, and its df."""
+
+    variance: float
+    df: float
+    pooled: bool  # the sweep's pool (shared with the other side when both are pooled)
+
+
+def pooled_side(pool: Scatter) -> SideVariance:
+    return SideVariance(float(pool.variance), float(pool.df), True)
+
+
+def scaled_side(ratio: ScatterRatio, rest: Scatter) -> SideVariance:
+    """A side whose scatter disagrees with the rest's: its scatter ratio over its levels
+    times the rest's variance at this level. Both are estimates, so its df combine as
+    1 / (1 / df_ratio + 1 / df_rest) (each adds its relative variance 2 / df). This keeps
+    a 3x noisier configuration's own A/A rate at 3-4 % with 2-5 boots a cell, where its
+    own per-level variance (1 df at 2 boots, Welch) let 18 % through (docs/design.md §6)."""
+    df = 1 / (1 / float(ratio.df) + 1 / float(rest.df)) if ratio.df > 0 and rest.df > 0 else 0.0
+    return SideVariance(float(ratio.ratio) * float(rest.variance), df, False)
+
+
+class Contrast(NamedTuple):
+    """One comparison on the log scale: mean log a - mean log b."""
+
+    estimate: float  # log ratio of geometric means
+    se: float  # nan: no spread to judge by
+    df: float
+    variance: Variance  # pooled (both sides), own (one side or both judged on their own)
+    n: int  # boots of a
+    n_ref: int  # boots of b
+
+    @property
+    def p(self) -> float:
+        """Two-sided p of "no change"; nan without a spread to judge by (boots that do not
+        scatter at all, with df, make the difference exact: p 0, or 1 for none)."""
+        if math.isnan(self.se) or math.isnan(self.df) or self.df <= 0:
+            return math.nan
+        if self.se == 0:
+            return 0.0 if self.estimate else 1.0
+        return float(2 * sps.t.sf(abs(self.estimate / self.se), self.df))
+
+    def interval(self, confidence: float = CONFIDENCE) -> RatioInterval:
+        """The ratio a / b of geometric means with its interval (never below zero)."""
+        ratio = math.exp(self.estimate)
+        if math.isnan(self.se) or math.isnan(self.df) or self.df <= 0:
+            return RatioInterval(ratio, math.nan, math.nan)
+        half = t_quantile(0.5 + confidence / 2, self.df) * self.se
+        return RatioInterval(ratio, math.exp(self.estimate - half), math.exp(self.estimate + half))
+
+
+class RatioInterval(NamedTuple):
+    ratio: float
+    low: float
+    high: float
+
+    def pct(self) -> tuple[float, float, float]:
+        """As Δ %: (ratio - 1) × 100 and the bounds likewise (never below -100 %)."""
+        return tuple((x - 1) * 100 for x in self)  # type: ignore[return-value]
+
+
+def combine(var_a, df_a, n_a, var_b, df_b, n_b, shared):
+    """The standard error of mean a - mean b and its degrees of freedom from each side's
+    variance estimate (with its df) and boots; `shared`: both sides use one estimate (the
+    pool), whose df it keeps. Otherwise Welch–Satterthwaite. Arrays broadcast."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        qa, qb = var_a / n_a, var_b / n_b
+        se = np.sqrt(qa + qb)
+        satterthwaite = (qa + qb) ** 2 / (
+            qa**2 / np.maximum(df_a, 1e-12) + qb**2 / np.maximum(df_b, 1e-12)
+        )
+        satterthwaite = np.where((df_a > 0) & (df_b > 0), satterthwaite, np.nan)
+        df = np.where(shared, df_a, satterthwaite)
+    return se, df
+
+
+def contrast(
+    a_logs: np.ndarray, b_logs: np.ndarray, side_a: SideVariance, side_b: SideVariance
+) -> Contrast:
+    """One comparison of two samples of log values, each side judged by its SideVariance
+    (the pool's where it agrees with it, else scaled_side)."""
+    a, b = np.asarray(a_logs, dtype=float), np.asarray(b_logs, dtype=float)
+    n, n_ref = len(a), len(b)
+    if n == 0 or n_ref == 0:
+        return Contrast(math.nan, math.nan, math.nan, "none", n, n_ref)
+    estimate = float(a.mean() - b.mean())
+    shared = side_a.pooled and side_b.pooled
+    se, df = combine(
+        np.float64(side_a.variance), np.float64(side_a.df), n,
+        np.float64(side_b.variance), np.float64(side_b.df), n_ref, shared,
+    )  # fmt: skip
+    se, df = float(se), float(df)
+    if math.isnan(se) or math.isnan(df) or df <= 0:
+        return Contrast(estimate, math.nan, math.nan, "none", n, n_ref)
+    return Contrast(estimate, se, df, "pooled" if shared else "own", n, n_ref)
+
+
+def cell_interval(logs: np.ndarray, side: SideVariance) -> RatioInterval:
+    """One cell's geometric mean with its 95 % interval from the variance it is judged by,
+    as a ratio interval (a band that never reaches below zero)."""
+    y = np.asarray(logs, dtype=float)
+    if len(y) == 0:
+        return RatioInterval(math.nan, math.nan, math.nan)
+    centre = float(y.mean())
+    if not side.df > 0 or math.isnan(side.variance):
+        return RatioInterval(math.exp(centre), math.nan, math.nan)
+    half = t95(side.df) * math.sqrt(side.variance / len(y))
+    return RatioInterval(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
+
+
+# ---- first boots ------------------------------------------------------------------------
+
+
+class FirstBoot(NamedTuple):
+    """First boots against later ones of the same configurations (a ratio, pooled)."""
+
+    ratio: float  # geometric: first boots / later boots
+    low: float
+    high: float
+    p: float
+    df: float
+    cells: int  # configurations with a first boot and at least one later one
+
+
+def first_boot_contrast(samples: Sequence[Sequence[float]]) -> FirstBoot | None:
+    """Each sample: one configuration's log values in boot order (its first boot first).
+    Fits y = mu_cell + d × [first boot] + e with one variance (least squares): d is the
+    weighted mean of each configuration's first-minus-later difference, the variance comes
+    from the later boots' own scatter and the differences' scatter about d. None when
+    fewer than 2 configurations have a first and a later boot (no df)."""
+    d, w, ss, df = [], [], 0.0, 0
+    for sample in samples:
+        y = np.asarray(sample, dtype=float)
+        if len(y) < 2:
+            continue
+        later = y[1:]
+        d.append(float(y[0] - later.mean()))
+        w.append(1.0 / (1.0 + 1.0 / len(later)))
+        ss += float(((later - later.mean()) ** 2).sum())
+        df += len(later) - 1
+    if not d:
         return None
-    spread = math.sqrt((ratio * cv_a) ** 2 + cv_b**2)
+    d_, w_ = np.asarray(d), np.asarray(w)
+    est = float((w_ * d_).sum() / w_.sum())
+    ss += float((w_ * (d_ - est) ** 2).sum())
+    df += len(d) - 1
+    if df <= 0 or ss <= 0:
+        return None
+    se = math.sqrt(ss / df / w_.sum())
+    half = t95(df) * se
+    p = float(2 * sps.t.sf(abs(est / se), df))
+    return FirstBoot(math.exp(est), math.exp(est - half), math.exp(est + half), p, df, len(d))
+
+
+# ---- how many boots ---------------------------------------------------------------------
+
+
+def boots_needed(
+    variance: float,
+    configurations: int,
+    resolve_pct: float,
+    alpha: float = ALPHA,
+    limit: int = 1000,
+) -> int | None:
+    """Boots per side for the (1 - alpha) interval of a ratio to be no wider than
+    ±resolve_pct on the log scale, with the boot scatter pooled over `configurations`
+    that each get as many: the smallest n with t(1 - alpha/2, c (n - 1)) × s × sqrt(2 / n)
+    ≤ log(1 + resolve_pct / 100). None when the scatter is unknown or more than `limit`
+    would be needed."""
+    if variance is None or math.isnan(variance) or configurations < 1:
+        return None
+    s = math.sqrt(variance)
     n = np.arange(2, limit + 1)
-    widths = sps.t.ppf(0.5 + CONFIDENCE / 2, 2 * n - 2) * spread / np.sqrt(n)
-    enough = np.flatnonzero(widths <= resolve_pct / 100)
+    widths = sps.t.ppf(1 - alpha / 2, configurations * (n - 1)) * s * np.sqrt(2.0 / n)
+    enough = np.flatnonzero(widths <= math.log1p(resolve_pct / 100))
     return int(n[enough[0]]) if len(enough) else None

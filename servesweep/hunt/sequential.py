@@ -35,6 +35,8 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
+from servesweep import stats
+
 Spending = Literal["obf", "pocock"]
 Verdict = Literal["adopt", "reject", "continue", "undecided"]
 _FAR = 12.0  # densities are cut at 12 sd from their mean
@@ -214,69 +216,73 @@ class LevelStats(NamedTuple):
     harm: np.ndarray  # gain + t(efficacy level, df) se: < 0 is significantly worse
 
 
-SCATTER_CHECK = 0.10  # one-sided F-test level: a side's own scatter larger than the pool's
+def _side(own: stats.Scatter, pool: stats.Scatter):
+    """The variance (and df) one side is judged by at each level, as the grid's verdicts
+    judge a cell (servesweep.stats): the pool's where the side's scatter over the counted
+    levels agrees with the rest's, else its scatter ratio times the rest's variance."""
+    rest = pool - own
+    agrees = np.asarray(stats.scatter_agrees(own, rest))[..., None]
+    ratio = stats.scatter_ratio(own, rest)
+    d1 = np.asarray(ratio.df, dtype=float)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scaled_df = np.where(
+            (d1 > 0) & (rest.df > 0),
+            1 / (1 / np.maximum(d1, 1e-12) + 1 / np.maximum(rest.df, 1e-12)),
+            0.0,
+        )
+        scaled = np.asarray(ratio.ratio)[..., None] * rest.variance
+    return np.where(agrees, pool.variance, scaled), np.where(agrees, pool.df, scaled_df), agrees
 
 
-class Scatter(NamedTuple):
-    """Sums of squared deviations of log values from their sample's own mean, and their df,
-    summed over samples (arrays over the leading shape, like LevelStats)."""
-
-    ss: np.ndarray
-    df: np.ndarray
+def _full(s: stats.Scatter, shape) -> stats.Scatter:
+    return stats.Scatter(np.broadcast_to(s.ss, shape), np.broadcast_to(s.df, shape))
 
 
-def scatter(samples: Sequence[np.ndarray], logs: bool = False) -> Scatter:
-    """Samples of values (or of their logs), boots on the last axis, any number each (a
-    sample of one boot adds nothing)."""
-    ss, df = np.asarray(0.0), np.asarray(0)
-    for x in samples:
-        logs_ = np.asarray(x, dtype=float) if logs else np.log(np.asarray(x, dtype=float))
-        if logs_.shape[-1] >= 2:
-            ss = ss + ((logs_ - logs_.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
-            df = df + logs_.shape[-1] - 1
-    return Scatter(ss, df)
-
-
-def level_stats(
+def look_stats(
     design: Design,
     look: int,
     reference: np.ndarray,
     arm: np.ndarray,
     higher_is_better: bool,
     others: Sequence[np.ndarray] | None = None,
-) -> LevelStats:
-    """Boots on the last axis (both sides with `design.looks[look]` boots), on logs.
+) -> list[LevelStats]:
+    """Every counted level's stats at one look: arrays shaped (..., levels, boots), both
+    sides with at least `design.looks[look]` boots, on logs.
 
-    `others` None: Welch (each side's own variance). Otherwise the boot variance is pooled
-    over the reference, the arm and `others` (every other sample of this level measured in
-    the hunt so far, each about its own mean: the boot scatter is taken to be the same for
-    every configuration), with df = sum(n_i - 1), so a look at 1 or 2 boots a side can
-    decide once the hunt has seen enough boots. Where a side's own variance is larger than
-    the others' pool (one-sided F-test at SCATTER_CHECK), that arm falls back to Welch.
+    `others` None: Welch (each side's own variance). Otherwise the boot variance of each
+    level is pooled over the reference, the arm and `others` (every other sample measured
+    in the hunt so far, each shaped (..., levels, its boots), about its own mean), with df
+    = sum(n_i - 1), so a look at 1 or 2 boots a side can decide once the hunt has seen
+    enough boots; a side whose scatter over the levels is larger than the rest's (the
+    grid's guard, servesweep.stats.scatter_agrees) is judged by its scaled own scatter.
     """
     n = design.looks[look]
-    a, b = np.log(np.asarray(arm, dtype=float)[..., :n]), np.log(np.asarray(reference)[..., :n])
+    a = np.log(np.asarray(arm, dtype=float)[..., :n])
+    b = np.log(np.asarray(reference, dtype=float)[..., :n])
     gain = (a.mean(axis=-1) - b.mean(axis=-1)) * (1 if higher_is_better else -1)
+    full = np.shape(gain)
+    own_a = _full(stats.scatter([a], logs=True), full)
+    own_b = _full(stats.scatter([b], logs=True), full)
+    if others is None:
+        var_a, df_a, var_b, df_b = own_a.variance, own_a.df, own_b.variance, own_b.df
+        shared = np.zeros(full, dtype=bool)
+    else:
+        rest = _full(stats.scatter([np.asarray(o, dtype=float) for o in others]), full)
+        pool = own_a + own_b + rest
+        var_a, df_a, agree_a = _side(own_a, pool)
+        var_b, df_b, agree_b = _side(own_b, pool)
+        shared = agree_a & agree_b
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # one boot a side: no own variance
-        qa, qb = a.var(axis=-1, ddof=1) / n, b.var(axis=-1, ddof=1) / n
-        se = np.sqrt(qa + qb)
-        df = np.where(se > 0, (qa + qb) ** 2 / ((qa**2 + qb**2) / (n - 1)), np.inf)
-        if others is not None:
-            rest = scatter(others)
-            own = scatter([a, b], logs=True)
-            pooled_df = rest.df + own.df
-            pooled_se = np.sqrt(2 * (rest.ss + own.ss) / pooled_df / n)
-            agree = np.ones(np.shape(gain), dtype=bool)
-            if n >= 2 and np.all(rest.df > 0):
-                crit = sps.f.isf(SCATTER_CHECK, n - 1, rest.df)
-                rest_var = rest.ss / rest.df
-                agree = (qa * n <= crit * rest_var) & (qb * n <= crit * rest_var)
-            se = np.where(agree, pooled_se, se)
-            df = np.where(agree, pooled_df, df)
-    t_eff = sps.t.isf(design.efficacy_p[look], df)
-    t_fut = sps.t.isf(design.futility_p[look], df)
-    return LevelStats(gain, se, df, gain - t_eff * se, gain + t_fut * se, gain + t_eff * se)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        se, df = stats.combine(var_a, df_a, n, var_b, df_b, n, shared)
+        df = np.where(se == 0, np.inf, df)
+        t_eff = sps.t.isf(design.efficacy_p[look], df)
+        t_fut = sps.t.isf(design.futility_p[look], df)
+    parts = [np.moveaxis(np.broadcast_to(x, full), -1, 0) for x in (gain, se, df, t_eff, t_fut)]
+    return [
+        LevelStats(g, e, f, g - te * e, g + tf * e, g + te * e)
+        for g, e, f, te, tf in zip(*parts, strict=True)
+    ]
 
 
 ADOPT, REJECT, CONTINUE, UNDECIDED = 0, 1, 2, 3
@@ -329,12 +335,13 @@ def decide(
     others: Sequence[Sequence[Sequence[float]]] | None = None,
 ) -> Look:
     """One real arm: reference[i][j] / arm[i][j] is level i's value at boot j (at least
-    design.looks[look] boots each); `others[i]`: level i's other samples to pool the boot
-    variance with (None: Welch)."""
-    per = [
-        level_stats(design, look, np.asarray(r), np.asarray(a), higher_is_better, o)
-        for r, a, o in zip(reference, arm, others or [None] * len(arm), strict=True)
-    ]
+    design.looks[look] boots each); `others`: the other samples to pool the boot variance
+    with, each levels x its boots (None: Welch)."""
+    n = design.looks[look]
+    ref = np.asarray([r[:n] for r in reference], dtype=float)
+    mine = np.asarray([a[:n] for a in arm], dtype=float)
+    pool = None if others is None else [np.asarray(o, dtype=float) for o in others]
+    per = look_stats(design, look, ref, mine, higher_is_better, pool)
     code = int(decide_codes(design, look, per))
     best = max(range(len(per)), key=lambda i: (float(per[i].low), float(per[i].gain), -i))
     s = per[best]
@@ -383,17 +390,8 @@ def first_decisions(
     code = np.full(shape, CONTINUE)
     boots = np.zeros(shape, dtype=int)
     for k, n in enumerate(design.looks):
-        per = [
-            level_stats(
-                design,
-                k,
-                reference[:, i],
-                arm[:, i],
-                higher_is_better,
-                None if others is None else [others[:, j, i, :n] for j in range(others.shape[1])],
-            )
-            for i in range(reference.shape[1])
-        ]
+        rest = None if others is None else [others[:, j, :, :n] for j in range(others.shape[1])]
+        per = look_stats(design, k, reference, arm, higher_is_better, rest)
         now = decide_codes(design, k, per)
         fresh = (code == CONTINUE) & (now != CONTINUE)
         code = np.where(fresh, now, code)

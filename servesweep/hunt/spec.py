@@ -61,7 +61,7 @@ class HuntSpec:
     boots_min: int = 1  # boots per side at the first look (a look needs pooled df)
     boots_max: int = 11  # boots per side at the last look
     stage: int = 1  # boots per side added between looks
-    alpha: float = 0.05  # one-sided, per arm: P(adopt | no gain)
+    alpha: float = 0.025  # one-sided, per arm: P(adopt | no gain); the table's two-sided 5 %
     power: float = 0.8  # P(adopt | gain of δ at a counted level)
     alpha_spending: Spending = "pocock"  # more early adopts of large gains than "obf"
     beta_spending: Spending = "pocock"

@@ -192,8 +192,7 @@ class _Replay:
                 vals = measured[i]
                 others = None
                 if spec.pool_variance:  # every other sample of the hunt, level by level
-                    rest = [*self.groups, *(m for j, m in measured.items() if j != i)]
-                    others = [[g[li] for g in rest] for li in range(len(levels))]
+                    others = [*self.groups, *(m for j, m in measured.items() if j != i)]
                 check = arms[i][2] != "candidate"  # the final is the one on trial
                 a, b = (ref_arr, vals) if check else (vals, ref_arr)
                 look = decide(d, k, b, a, levels, spec.objective.higher_is_better, others)

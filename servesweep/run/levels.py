@@ -10,7 +10,6 @@ from servesweep.level import Level, levels_of, measured_requests, warmup_request
 from servesweep.sweep.config import arrival
 from servesweep.workloads import Prompt, make_prompts
 
-
 WARMUP_SALT = 1_000_000_007  # a rate level's warm-up schedule: its own seed
 
 

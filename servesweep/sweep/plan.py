@@ -293,16 +293,19 @@ class Resolve(NamedTuple):
     extra_wall_s: float  # estimated time of the boots that would be added
 
 
+def _primary(row: dict) -> bool:
+    """A verdicts.csv row of the primary family (before families: the throughput rows)."""
+    if "family" in row:
+        return row["family"] == "primary"
+    return row.get("metric") == "output_throughput"
+
+
 def resolve_suggestion(sweep: Sweep, paths: Paths, planned: list[PlannedCell]) -> Resolve | None:
     """None when there are no verdicts yet, or none asks for more boots."""
 
     try:
         with open(paths.results / "verdicts.csv", newline="") as f:
-            rows = [
-                r
-                for r in csv.DictReader(f)
-                if r.get("metric") == "output_throughput" and r.get("repeats_needed")
-            ]
+            rows = [r for r in csv.DictReader(f) if r.get("repeats_needed") and _primary(r)]
     except OSError:
         return None
     needed = [int(float(r["repeats_needed"])) for r in rows]

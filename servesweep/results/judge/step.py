@@ -12,8 +12,9 @@ from servesweep.records import CellRecord
 from servesweep.results.collect.cells import Analysis, collect_cells, load_cells
 from servesweep.results.collect.requests import RequestStore
 from servesweep.results.judge.capacity import capacity_comparisons, capacity_rows
-from servesweep.results.judge.verdicts import compare, to_frame
+from servesweep.results.judge.verdicts import Judging, compare, to_frame
 from servesweep.sweep.config import Sweep
+from servesweep.sweep.hunt import CAPACITY
 
 
 def analysis_of(sweep: Sweep) -> Analysis:
@@ -25,6 +26,14 @@ def analysis_of(sweep: Sweep) -> Analysis:
         gates=sweep.analysis,
         slo=sweep.raw.get("slo"),
     )
+
+
+def judging_of(sweep: Sweep) -> Judging:
+    """How the sweep is judged: its `analysis`, the objective and counted levels the
+    hunt's where it hunts (so the hunt and the verdict table judge the same family)."""
+    if sweep.hunt is not None and sweep.hunt.metric != CAPACITY:
+        return Judging.of(sweep.analysis, sweep.hunt.metric, sweep.hunt.levels)
+    return Judging.of(sweep.analysis)
 
 
 def pass_records(cells: list[tuple[CellRecord, Path]]) -> dict[tuple[str, str, str], dict]:
@@ -53,7 +62,7 @@ def collect_and_judge(
     }
     comparisons = compare(
         summary,
-        sweep.analysis,
+        judging_of(sweep),
         list(sweep.stacks),
         list(sweep.variants),
         RequestStore(dirs, summary),

@@ -1,79 +1,101 @@
 """Verdicts: is a variant faster than its baseline (or a stack than the reference stack),
 beyond the noise between boots and by more than a change that matters?
 
-A boot is the unit of repetition: its value of a metric is the mean of its valid
-measurements of the level (several when `repeats_in_boot` > 1). Throughput is compared by
-Welch's interval on the boots' values; a latency percentile by Welch's interval on the
-boots' log percentiles (each boot's percentile of its own requests), as a ratio. Levels that
-fail a validity gate never enter (`servesweep.results.collect.validity`); they are counted
-and named in `excluded`.
+The maths is `servesweep.stats` (the one core the hunt uses too); this module applies it
+to a sweep's summary:
 
-A verdict is `faster` / `slower` only when (1) the comparison is significant at 5 % across
-its family, every level and metric of one variant against its reference (Holm's step-down
-adjustment of the p-values), and (2) the change is larger than the metric kind's practical
-margin (`analysis.margin_throughput_pct`, `analysis.margin_latency_pct`); a significant
-change inside the margin is `no meaningful change`. The intervals stay per comparison (95 %).
+- **A boot is the unit**: its value of a metric at a level is the mean of its valid
+  measurements (throughput), or its own requests' percentile (TTFT, TPOT). Levels that fail
+  a validity gate never enter (`servesweep.results.collect.validity`); they are counted and
+  named in `excluded`.
+- **Log scale, pooled scatter**: every comparison is a ratio of geometric means; the boot
+  scatter at a level and metric is pooled over every configuration of the sweep measured
+  there (each about its own mean); a configuration whose own scatter the guard
+  (`stats.scatter_agrees`, over its levels) finds larger is judged by its own scatter ratio
+  times the rest's variance (`stats.scaled_side`). The premise (configurations on one host
+  scatter alike in relative terms) is stated beside the verdicts in the report.
+- **First boots**: per level, the first boots of every configuration against their later
+  ones (`stats.first_boot_contrast`, on the objective metric). `analysis.first_boot`:
+  `drop` leaves each cell's first boot (r0) out of the verdicts, `keep` never does, `auto`
+  (default) drops it at a level whose contrast is significant (5 %) when every cell there
+  keeps two boots after it, and otherwise keeps it and says so.
+- **Families**: the primary family is the objective metric (`analysis.objective`, or the
+  hunt's) across the counted levels: Holm over those comparisons of one variant against
+  its reference. Every other comparison (latency percentiles, the objective at a level not
+  counted) is secondary: Holm within its own family; a secondary change never calls a
+  variant faster by itself (the report's lines read the primary family).
+- A verdict is `faster` / `slower` when its comparison is significant across its family
+  (Holm-adjusted p ≤ 0.05) and its estimate is beyond the metric kind's practical margin;
+  significant but within it is `no meaningful change`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import NamedTuple
 
-import numpy as np
 import pandas as pd
 
 from servesweep import stats
-from servesweep.level import parse_value
+from servesweep.results.judge.board import (
+    HEADLINE_METRIC,
+    METRICS,
+    PRIMARY,
+    Board,
+    Judging,
+    Key,
+    Metric,
+    RequestValues,
+    build_board,
+    dropped,
+    first_boots,
+    summary_boots,
+    with_percentiles,
+)
 
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
 SMALL = "no meaningful change"  # significant, but inside the practical margin
-INCONCLUSIVE = "inconclusive (n < 2)"
+INCONCLUSIVE = "inconclusive (too few boots)"  # no scatter to judge by
 VERDICTS = (FASTER, SLOWER, SMALL, SAME, INCONCLUSIVE)
-ALPHA = 1 - stats.CONFIDENCE  # per family of comparisons (Holm)
+ALPHA = stats.ALPHA  # per family of comparisons (Holm)
 
 
-class Metric(NamedTuple):
-    column: str  # in summary.csv
-    higher_is_better: bool
-    # None: compare the boots' values with Welch. Else (request field, percentile): Welch
-    # on each boot's log percentile of its own requests.
-    from_requests: tuple[str, float] | None = None
-
-    @property
-    def margin_key(self) -> str:
-        """The `analysis` key of this metric kind's practical margin (in %)."""
-        return "margin_throughput_pct" if self.from_requests is None else "margin_latency_pct"
+# ---- comparisons ------------------------------------------------------------------------
 
 
-METRICS = {
-    "output_throughput": Metric("output_throughput", True),
-    "median_ttft_ms": Metric("median_ttft_ms", False, ("ttft_ms", 50)),
-    "p99_ttft_ms": Metric("p99_ttft_ms", False, ("ttft_ms", 99)),
-    "median_tpot_ms": Metric("median_tpot_ms", False, ("tpot_ms", 50)),
-    "p99_tpot_ms": Metric("p99_tpot_ms", False, ("tpot_ms", 99)),
-}
-HEADLINE_METRIC = "output_throughput"
+class Comparison(NamedTuple):
+    """A row of results/verdicts.csv."""
 
-# Per boot (repeat) and level: the request values of its valid measurements.
-RequestValues = Callable[[tuple, int, int, str], list[float]]
-
-
-class LevelStats(NamedTuple):
-    """One cell's metric at one level, across its boots."""
-
-    n: int  # boots with a valid measurement
-    boots: int  # boots in all
-    repeats: list[int]  # the valid boots
-    values: list[float]  # each valid boot's value
-    mean: float
-    std: float
-    cv: float  # across boots
-    ci_low: float
-    ci_high: float
-    within_boot_cv: float  # pooled over boots with several measurements; nan otherwise
-    excluded: str  # "r1: client_bound: …" for each boot kept out
+    stack: str
+    model: str
+    variant: str
+    level: object
+    metric: str
+    kind: str  # variant (vs the baseline) | stack (vs the reference stack's same variant)
+    compared_stack: str
+    compared_variant: str
+    n: int
+    n_ref: int
+    mean: float  # geometric mean of the boots' values
+    mean_ref: float
+    cv: float  # each side's own: std of its boots' logs
+    cv_ref: float
+    within_boot_cv: float
+    delta_pct: float  # ratio of geometric means - 1, in %
+    delta_lo: float  # its 95 % interval (a ratio interval: never below -100 %)
+    delta_hi: float
+    verdict: str
+    noisy: bool  # a side's own CV above analysis.noise_cv
+    repeats_needed: int | None  # boots per side (every cell) that would settle it
+    excluded: str
+    p_value: float = math.nan  # two-sided, of this comparison alone
+    p_holm: float = math.nan  # Holm-adjusted over the comparison's family
+    margin_pct: float = math.nan  # the practical margin applied
+    family: str = PRIMARY  # primary (objective at counted levels) | secondary
+    df: float = math.nan  # degrees of freedom of the comparison's variance
+    variance: str = ""  # pooled | own | none: whose scatter it used
+    first_boot: str = ""  # kept | dropped: each cell's r0 at this level
 
 
 def verdict_of(
@@ -89,7 +111,7 @@ def verdict_of(
     """The verdict for an interval of Δ % (variant vs reference): `significant` is False
     where the family's adjustment (Holm) does not reject; a change of at most `margin_pct`
     (by its estimate `delta`, else the interval's bound nearer zero) is no meaningful one."""
-    if n < 2 or n_ref < 2 or math.isnan(low) or math.isnan(high):
+    if n < 1 or n_ref < 1 or math.isnan(low) or math.isnan(high):
         return INCONCLUSIVE
     if not (low > 0 or high < 0) or not significant:
         return SAME
@@ -99,259 +121,169 @@ def verdict_of(
     return FASTER if (low > 0) == higher_is_better else SLOWER
 
 
-def _within_boot_cv(groups: list[list[float]]) -> float:
-    multi = [np.asarray(g, dtype=float) for g in groups if len(g) > 1]
-    if not multi:
-        return math.nan
-    pooled_var = np.mean([g.var(ddof=1) for g in multi])
-    grand = np.mean(np.concatenate(multi))
-    return float(math.sqrt(pooled_var) / grand) if grand else math.nan
-
-
-def level_stats(rows: pd.DataFrame, column: str) -> LevelStats:
-    """Stats of one (stack, model, variant, level) over its boots."""
-    groups, repeats, excluded = [], [], []
-    for repeat, boot in rows.groupby("repeat", sort=True):
-        valid = boot[boot["valid"]]
-        values = pd.to_numeric(valid[column], errors="coerce").dropna().tolist()
-        if values:
-            groups.append(values)
-            repeats.append(int(repeat))
-        reasons = boot.loc[~boot["valid"], "invalid_reasons"].dropna().unique()
-        excluded += [f"r{int(repeat)}: {r}" for r in reasons]
-    values = [float(np.mean(g)) for g in groups]
-    d = stats.describe(values)
-    return LevelStats(
-        d.n,
-        int(rows["repeat"].nunique()),
-        repeats,
-        values,
-        d.mean,
-        d.std,
-        d.cv,
-        d.ci_low,
-        d.ci_high,
-        _within_boot_cv(groups),
-        "; ".join(excluded),
-    )
-
-
-class Comparison(NamedTuple):
-    """A row of results/verdicts.csv."""
-
-    stack: str
-    model: str
-    variant: str
-    level: int
-    metric: str
-    kind: str  # variant (vs the baseline) | stack (vs the reference stack's same variant)
-    compared_stack: str
-    compared_variant: str
-    n: int
-    n_ref: int
-    mean: float
-    mean_ref: float
-    cv: float
-    cv_ref: float
-    within_boot_cv: float
-    delta_pct: float
-    delta_lo: float
-    delta_hi: float
-    verdict: str
-    noisy: bool  # CV across boots above analysis.noise_cv on either side
-    repeats_needed: int | None  # boots per side to resolve ±analysis.resolve_pct
-    excluded: str
-    p_value: float = math.nan  # two-sided, of this comparison alone
-    p_holm: float = math.nan  # Holm-adjusted over the variant's levels and metrics
-    margin_pct: float = math.nan  # the practical margin applied
-
-
-class Side(NamedTuple):
-    """One side of a comparison: a cell at a level, and its stats."""
-
-    cell: tuple[str, str, str]  # stack, model, variant
-    level: int
-    stats: LevelStats
-
-
-class Delta(NamedTuple):
-    """Δ % with its 95 % interval and p, and the two sides' spreads repeats_needed reads."""
-
-    point: float
-    low: float = math.nan
-    high: float = math.nan
-    p: float = math.nan
-    spread: float = math.nan  # CV (throughput) or std of log values (percentiles)
-    spread_ref: float = math.nan
-
-
-def welch_delta(mine: LevelStats, ref: LevelStats) -> Delta:
-    """Welch's interval of the difference of the boots' means, over the reference's mean."""
-    if not ref.mean:
-        return Delta(math.nan)
-    point = (mine.mean / ref.mean - 1) * 100
-    w = stats.welch(mine.values, ref.values)
-    if w is None:
-        return Delta(point)
-    low, high = w.ci_low / ref.mean * 100, w.ci_high / ref.mean * 100
-    return Delta(point, low, high, w.p, mine.cv, ref.cv)
-
-
-def boot_percentiles(metric: Metric, side: Side, requests: RequestValues) -> list[float]:
-    """Each valid boot's percentile of its own requests (its summary value where no
-    requests are stored)."""
-    field, q = metric.from_requests
-    out = []
-    for repeat, value in zip(side.stats.repeats, side.stats.values, strict=True):
-        found = requests(side.cell, repeat, side.level, field)
-        out.append(float(np.percentile(found, q)) if found else value)
-    return out
-
-
-def percentile_delta(metric: Metric, mine: Side, ref: Side, requests: RequestValues) -> Delta:
-    """Welch's interval on the boots' log percentiles, as Δ % of the ratio of geometric
-    means (docs/design.md §6 says why not a bootstrap: with 3 boots it under-covers)."""
-    a, b = boot_percentiles(metric, mine, requests), boot_percentiles(metric, ref, requests)
-    r = stats.log_ratio(a, b)
-    if r is None:
-        pos_a, pos_b = [x for x in a if x > 0], [x for x in b if x > 0]
-        if not pos_a or not pos_b:
-            return Delta(math.nan)
-        point = math.exp(np.mean(np.log(pos_a)) - np.mean(np.log(pos_b)))
-        return Delta((point - 1) * 100)
-    pct = [(x - 1) * 100 for x in (r.ratio, r.low, r.high)]
-    return Delta(*pct, r.p, r.sd_log, r.sd_log_ref)
-
-
-def _needed(mine: LevelStats, ref: LevelStats, d: Delta, resolve: float) -> int | None:
-    """Boots per side that would resolve ±resolve % where the verdict is not settled: no
-    significant change with an interval wider than that (a significant one needs no more;
-    with fewer than 2 boots there is no spread to go by)."""
-    if math.isnan(d.low) or d.low > 0 or d.high < 0 or (d.high - d.low) / 2 <= resolve:
-        return None
-    ratio = mine.mean / ref.mean if ref.mean else math.nan
-    return stats.repeats_needed(d.spread, d.spread_ref, ratio, resolve)
-
-
-def _pairs(groups: dict, baseline: str, reference: str | None) -> list[tuple]:
+def _pairs(keys, baseline: str, reference: str | None) -> list[tuple]:
     """(kind, key, reference key) for every comparison the sweep allows."""
     pairs = []
-    for stack, model, variant, level in groups:
-        if variant != baseline and (stack, model, baseline, level) in groups:
+    for stack, model, variant, level in keys:
+        if variant != baseline and (stack, model, baseline, level) in keys:
             pairs.append(
                 ("variant", (stack, model, variant, level), (stack, model, baseline, level))
             )
-        if reference and stack != reference and (reference, model, variant, level) in groups:
+        if reference and stack != reference and (reference, model, variant, level) in keys:
             pairs.append(
                 ("stack", (stack, model, variant, level), (reference, model, variant, level))
             )
     return pairs
 
 
+def _needed(board: Board, key: Key, c: stats.Contrast, resolve_pct: float, m: int) -> int | None:
+    """Boots per side (every cell measured as often) at which this comparison's interval,
+    at its family's Bonferroni level, would be no wider than max(±resolve %, half the
+    change seen): a change as large as this one would be told from none, and a small one
+    pinned within ±resolve. None where it is settled already."""
+    if c.variance == "none":
+        return None
+    iv = c.interval()
+    if iv.low > 1 or iv.high < 1:
+        return None
+    target = max(resolve_pct, abs(math.expm1(abs(c.estimate) / 2)) * 100)
+    if (math.log(iv.high) - math.log(iv.low)) / 2 <= math.log1p(target / 100):
+        return None
+    pool = board.pools[key[3]]
+    if c.variance == "pooled":
+        n = stats.boots_needed(float(pool.variance), board.pooled[key[3]], target, ALPHA / m)
+    else:
+        n = stats.boots_needed(c.se**2 * min(c.n, c.n_ref) / 2, 1, target, ALPHA / m)
+    return BEYOND if n is None else n
+
+
+BEYOND = 1001  # repeats_needed past stats.boots_needed's limit
+
+
 def compare(
     summary: pd.DataFrame,
-    analysis: dict,
+    analysis: Mapping | Judging,
     stacks: list[str],
     variants: list[str],
-    requests: RequestValues,
+    requests: RequestValues | None,
     metrics: dict[str, Metric] = METRICS,
 ) -> list[Comparison]:
     """Every variant against the baseline (same stack and model), and every stack's
     variants against the reference stack's (same model), per level and metric, in the
-    config's order."""
-    df = summary[summary["level"].notna()].copy()
-    df["level"] = df["level"].map(parse_value)
-    reference = analysis.get("reference_stack") or (stacks[0] if stacks else None)
-    groups = {key: rows for key, rows in df.groupby(["stack", "model", "variant", "level"])}
+    config's order, judged by family."""
+    judging = analysis if isinstance(analysis, Judging) else Judging.of(analysis)
+    metrics = judging.metrics(metrics)
+    reference = judging.reference_stack or (stacks[0] if stacks else None)
     position = {v: i for i, v in enumerate(variants)} | {s: i for i, s in enumerate(stacks)}
-    pairs = sorted(
-        _pairs(groups, analysis["baseline"], reference),
-        key=lambda p: (
-            p[0] != "variant",
-            position.get(p[1][0], 99),
-            p[1][1],
-            position.get(p[1][2], 99),
-            p[1][3],
-        ),
-    )
-    cache: dict = {}
-
-    def side(key, column) -> Side:
-        if (key, column) not in cache:
-            cache[(key, column)] = Side(key[:3], key[3], level_stats(groups[key], column))
-        return cache[(key, column)]
-
+    objective = summary_boots(summary, judging.objective)
+    if not objective:
+        objective = summary_boots(summary, HEADLINE_METRIC)
+    first = first_boots(objective, judging.first_boot)
     out = []
-    for kind, key, ref_key in pairs:
-        for name, metric in metrics.items():
-            if metric.column not in df:
-                continue
-            mine, ref = side(key, metric.column), side(ref_key, metric.column)
-            if metric.from_requests is None:
-                d = welch_delta(mine.stats, ref.stats)
-            else:
-                d = percentile_delta(metric, mine, ref, requests)
-            a, b = mine.stats, ref.stats
-            out.append(
-                Comparison(
-                    stack=key[0],
-                    model=key[1],
-                    variant=key[2],
-                    level=key[3],
-                    metric=name,
-                    kind=kind,
-                    compared_stack=ref_key[0],
-                    compared_variant=ref_key[2],
-                    n=a.n,
-                    n_ref=b.n,
-                    mean=a.mean,
-                    mean_ref=b.mean,
-                    cv=a.cv,
-                    cv_ref=b.cv,
-                    within_boot_cv=a.within_boot_cv,
-                    delta_pct=d.point,
-                    delta_lo=d.low,
-                    delta_hi=d.high,
-                    verdict="",
-                    noisy=any(s.cv > analysis["noise_cv"] for s in (a, b) if not math.isnan(s.cv)),
-                    repeats_needed=_needed(a, b, d, analysis["resolve_pct"]),
-                    excluded="; ".join(x for x in (a.excluded, b.excluded) if x),
-                    p_value=d.p,
-                    margin_pct=analysis[metric.margin_key],
-                )
-            )
-    return judge(out, metrics)
+    for name, metric in metrics.items():
+        boots = summary_boots(summary, metric.column)
+        if not boots:
+            continue
+        boots = {k: with_percentiles(b, metric, k[:3], k[3], requests) for k, b in boots.items()}
+        board = build_board(dropped(boots, first))
+        pairs = sorted(
+            _pairs(set(board.boots), judging.baseline, reference),
+            key=lambda p: (
+                p[0] != "variant",
+                position.get(p[1][0], 99),
+                p[1][1],
+                position.get(p[1][2], 99),
+                float(p[1][3]),
+            ),
+        )
+        for kind, key, ref_key in pairs:
+            out.append(_comparison(board, judging, name, metric, kind, key, ref_key, first))
+    return judge(out, metrics, judging)
 
 
-def family(c: Comparison) -> tuple:
+def _comparison(board, judging, name, metric, kind, key, ref_key, first) -> Comparison:
+    mine, ref = board.boots[key], board.boots[ref_key]
+    c = stats.contrast(mine.logs, ref.logs, board.side(key), board.side(ref_key))
+    iv = c.interval()
+    point, low, high = iv.pct()
+    sd = [
+        math.sqrt(float(s.variance)) if s.df > 0 else math.nan
+        for s in (stats.scatter([b.logs], logs=True) for b in (mine, ref))
+    ]
+    gm = [math.exp(float(b.logs.mean())) if len(b.logs) else math.nan for b in (mine, ref)]
+    fb = first.get(key[3])
+    return Comparison(
+        stack=key[0],
+        model=key[1],
+        variant=key[2],
+        level=key[3],
+        metric=name,
+        kind=kind,
+        compared_stack=ref_key[0],
+        compared_variant=ref_key[2],
+        n=c.n,
+        n_ref=c.n_ref,
+        mean=gm[0],
+        mean_ref=gm[1],
+        cv=sd[0],
+        cv_ref=sd[1],
+        within_boot_cv=mine.within_boot_cv,
+        delta_pct=point,
+        delta_lo=low,
+        delta_hi=high,
+        verdict="",
+        noisy=any(s > judging.noise_cv for s in sd if not math.isnan(s)),
+        repeats_needed=None,
+        excluded="; ".join(x for x in (mine.excluded, ref.excluded) if x),
+        p_value=c.p,
+        margin_pct=judging.margin(metric),
+        family=judging.family(name, key[3]),
+        df=c.df,
+        variance=c.variance,
+        first_boot="dropped" if fb is not None and fb.dropped else "kept",
+    ), (board, key, c)
+
+
+def family_of(c: Comparison) -> tuple:
     """The comparisons whose error rate is controlled together: one variant (or stack)
-    against its reference, over every level and metric."""
-    return (c.stack, c.model, c.variant, c.kind, c.compared_stack, c.compared_variant)
+    against its reference, in one family (primary or secondary)."""
+    return (c.stack, c.model, c.variant, c.kind, c.compared_stack, c.compared_variant, c.family)
 
 
-def judge(comparisons: list[Comparison], metrics: dict[str, Metric] = METRICS) -> list:
-    """Each comparison's verdict, with Holm's adjustment over its family."""
+def judge(
+    comparisons: list, metrics: dict[str, Metric] = METRICS, judging: Judging | None = None
+) -> list[Comparison]:
+    """Each comparison's verdict, with Holm's adjustment over its family, and the boots
+    that would settle the unsettled ones. Takes (Comparison, (board, key, contrast)) pairs
+    from compare, or bare Comparisons (capacity rows, tests)."""
+    judging = judging or Judging()
+    rows = [c if isinstance(c, tuple) else (c, None) for c in comparisons]
     families: dict[tuple, list[int]] = {}
-    for i, c in enumerate(comparisons):
-        families.setdefault(family(c), []).append(i)
-    adjusted = [math.nan] * len(comparisons)
+    for i, (c, _) in enumerate(rows):
+        families.setdefault(family_of(c), []).append(i)
+    adjusted = [math.nan] * len(rows)
+    size = [1] * len(rows)
     for members in families.values():
-        p_values = stats.holm([comparisons[i].p_value for i in members])
+        p_values = stats.holm([rows[i][0].p_value for i in members])
         for i, p in zip(members, p_values, strict=True):
-            adjusted[i] = p
+            adjusted[i], size[i] = p, len(members)
     out = []
-    for c, p in zip(comparisons, adjusted, strict=True):
+    for (c, context), p, m in zip(rows, adjusted, size, strict=True):
+        metric = metrics.get(c.metric) or Metric(c.metric, not c.metric.endswith("_ms"))
         verdict = verdict_of(
             c.delta_lo,
             c.delta_hi,
             c.n,
             c.n_ref,
-            metrics[c.metric].higher_is_better,
+            metric.higher_is_better,
             c.delta_pct,
             c.margin_pct,
             significant=not p > ALPHA,  # nan (no spread to test): the interval decides
         )
-        out.append(c._replace(p_holm=p, verdict=verdict))
+        needed = c.repeats_needed
+        if context is not None and verdict == SAME:
+            needed = _needed(*context, judging.resolve_pct, m)
+        out.append(c._replace(p_holm=p, verdict=verdict, repeats_needed=needed))
     return out
 
 

@@ -24,7 +24,7 @@ from servesweep.records import CellRecord
 from servesweep.results.collect.cells import load_cells, read_summary
 from servesweep.results.collect.validity import GATES
 from servesweep.results.judge.capacity import capacity_rows
-from servesweep.results.judge.verdicts import FASTER, SLOWER, to_frame
+from servesweep.results.judge.verdicts import FASTER, SLOWER, Judging, to_frame
 from servesweep.results.report import hunt_views, load_views, verdict_views, views
 from servesweep.results.report.pareto import pareto_plot, pareto_points
 from servesweep.results.report.plots import metric_plot
@@ -42,6 +42,7 @@ class ReportSettings(NamedTuple):
     title: str = "servesweep report"
     slo: dict | None = None  # the sweep's `slo:` (goodput is in summary.csv already)
     cost: dict | None = None  # the sweep's `cost:`
+    judging: Judging | None = None  # how the verdicts were judged (default: from analysis)
 
 
 def _order(names: list[str], found) -> list[str]:
@@ -133,11 +134,20 @@ def build_report(
     baseline = settings.analysis["baseline"]
     variants = [baseline, *[v for v in variants if v != baseline]]
 
+    judging = settings.judging or Judging.of(settings.analysis)
     plots = [
-        metric_plot(df, "output_throughput", "output tokens / s", "Output throughput", variants),
-        metric_plot(df, "p99_ttft_ms", "TTFT p99 (ms)", "TTFT p99", variants, logy=True),
-        metric_plot(df, "median_tpot_ms", "TPOT p50 (ms)", "TPOT p50", variants, logy=True),
-    ]
+        metric_plot(
+            df, "output_throughput", "output tokens / s", "Output throughput", variants,
+            judging=judging,
+        ),
+        metric_plot(
+            df, "p99_ttft_ms", "TTFT p99 (ms)", "TTFT p99", variants, logy=True, judging=judging
+        ),
+        metric_plot(
+            df, "median_tpot_ms", "TPOT p50 (ms)", "TPOT p50", variants, logy=True,
+            judging=judging,
+        ),
+    ]  # fmt: skip
     synthetic = ordered(
         c["model"] for c in cells if (c.get("model_manifest") or {}).get("synthetic")
     )
@@ -174,20 +184,18 @@ def build_report(
         searched=any(((c.get("spec") or {}).get("benchmark") or {}).get("search") for c in cells),
         current_client_version=current,
         metrics_version=METRICS_VERSION,
+        judging=judging,
         verdict_tables=verdict_views.verdict_tables(
-            df,
-            verdicts,
-            stacks,
-            variants,
-            settings.analysis["noise_cv"],
-            flags,
-            views.accept_lengths(cells),
+            df, verdicts, stacks, variants, judging, flags, views.accept_lengths(cells)
         ),
         verdict_lines=verdict_views.verdict_lines(verdicts, flags=flags),
+        secondary_lines=verdict_views.secondary_lines(verdicts),
+        first_boots=verdict_views.first_boot_rows(df, judging),
+        own_scatter=verdict_views.own_scatter(verdicts),
         correctness=correctness_views.correctness_rows(answers),
         stack_lines=verdict_views.verdict_lines(verdicts, kind="stack"),
         stack_tables=verdict_views.stack_tables(verdicts),
-        hints=verdict_views.resolve_hints(verdicts, settings.analysis["resolve_pct"]),
+        hints=verdict_views.resolve_hints(verdicts, judging.resolve_pct),
         plots=[p for p in plots if p],
         groups=views.group_tables(df, variants),
         latency_cols=[name for name, _ in views.LATENCY_COLS],

@@ -8,10 +8,10 @@ import math
 
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from servesweep.level import level_key, parse_value
-from servesweep.results.judge.verdicts import level_stats
+from servesweep.results.judge.board import Judging, summary_cell_stats
 
 
 def _png(fig: Figure) -> str:
@@ -40,19 +40,44 @@ def _levels_axis(ax, levels: list, rate: bool = False) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def metric_plot(
+def _plain(value: float, _pos=None) -> str:
+    """A tick label as a plain number: 0.5, 20, 3000 (not 5 × 10^-1)."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:g}"
+
+
+def log_axis(axis, low: float, high: float) -> None:
+    """A readable log axis: labelled major ticks (decades, and 2 and 5 between them where
+    the data spans at most three decades), unlabelled minor ticks."""
+    decades = math.log10(high / low) if low > 0 and high > low else 0
+    subs = (1.0,) if decades > 3 else (1.0, 2.0, 5.0)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(_plain))
+    axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def metric_plot(*args, **kwargs) -> str | None:
+    """metric_figure as an inline PNG (None where there is nothing to draw)."""
+    fig = metric_figure(*args, **kwargs)
+    return None if fig is None else _png(fig)
+
+
+def metric_figure(
     summary: pd.DataFrame,
     column: str,
     ylabel: str,
     title: str,
     variants: list[str],
     logy: bool = False,
-) -> str | None:
-    """One line per stack / model / variant: the mean over valid boots at each level, its
-    95 % interval as a band, and every boot's own value as a point."""
+    judging: Judging | None = None,
+) -> Figure | None:
+    """One line per stack / model / variant: the geometric mean over valid boots at each
+    level, its 95 % interval as a band (a ratio interval from the pooled boot scatter, as
+    the verdicts judge it: never below zero), and every boot's own value as a point."""
     df = summary[summary["level"].notna() & summary["valid"]].copy()
     if df.empty or column not in df:
         return None
+    board = summary_cell_stats(summary, judging or Judging(), column)
     df["level"] = df["level"].map(parse_value)
     rate = "load" in df and (df["load"] == "rate").any()
     at = inf_position(df["level"].unique())
@@ -63,16 +88,16 @@ def metric_plot(
     groups = df.groupby(["stack", "model", "variant"], sort=False)
     for (stack, model, variant), g in sorted(groups, key=lambda kv: order.get(kv[0][2], 99)):
         levels, means, lows, highs, points = [], [], [], [], []
-        for level, rows in g.groupby("level"):
-            s = level_stats(rows, column)
-            if not s.n:
+        for level in sorted(g["level"].unique()):
+            s = board.get((stack, model, variant, level))
+            if s is None or not s.n:
                 continue
-            level = level if math.isfinite(level) else at
-            levels.append(level)
+            x = level if math.isfinite(level) else at
+            levels.append(x)
             means.append(s.mean)
-            lows.append(s.mean if math.isnan(s.ci_low) else s.ci_low)
-            highs.append(s.mean if math.isnan(s.ci_high) else s.ci_high)
-            points += [(level, v) for v in s.values]
+            lows.append(s.mean if math.isnan(s.low) else s.low)
+            highs.append(s.mean if math.isnan(s.high) else s.high)
+            points += [(x, v) for v in s.values if v > 0]
         if not levels:
             continue
         label = f"{stack} / {model} / {variant}" if several else variant
@@ -87,10 +112,10 @@ def metric_plot(
     _levels_axis(ax, sorted(ticked.unique()), rate)
     if logy:
         ax.set_yscale("log")
-        # Plain numbers on a log axis (not 6 × 10^0).
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(ScalarFormatter())
+        log_axis(ax.yaxis, *ax.get_ylim())
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
-    return _png(fig)
+    return fig

@@ -1,7 +1,8 @@
-"""The report's top: the verdict tables and the lines that say them in words.
+"""The report's top: the verdict tables, the lines that say them in words, the first-boot
+contrast and what more boots would settle.
 
 Plain dicts and strings for the template (which escapes everything); the numbers come from
-`servesweep.results.judge.verdicts`.
+`servesweep.results.judge.verdicts` (the same board the verdicts were judged on).
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ import pandas as pd
 
 from servesweep import fmt
 from servesweep.level import parse_value
-from servesweep.results.judge.verdicts import (
-    FASTER,
-    HEADLINE_METRIC,
-    INCONCLUSIVE,
-    SAME,
-    SLOWER,
-    SMALL,
-    level_stats,
+from servesweep.results.judge.board import (
+    PRIMARY,
+    CellStats,
+    Judging,
+    first_boots,
+    summary_boots,
+    summary_cell_stats,
 )
+from servesweep.results.judge.verdicts import FASTER, INCONCLUSIVE, SAME, SLOWER, SMALL
 from servesweep.stats import PRACTICAL_MAX_BOOTS
 
 # Template classes per verdict (colour).
@@ -31,15 +32,6 @@ VERDICT_CLASS = {
     SAME: "same",
     INCONCLUSIVE: "inconclusive",
 }
-
-
-def holm_note(c) -> str:
-    """Beside an interval that excludes zero on its own but whose verdict is no significant
-    change: the variant's family of comparisons (Holm) did not reject it."""
-    low, high = _num(c.delta_lo), _num(c.delta_hi)
-    if c.verdict == SAME and (low > 0 or high < 0):
-        return f"not significant across the variant's comparisons (Holm p {_num(c.p_holm):.2f})"
-    return ""
 
 
 def _num(v) -> float:
@@ -53,29 +45,56 @@ def _pct(v: float) -> str:
     return fmt.MISSING if math.isnan(v) else f"{v:+.1f} %"
 
 
-def _mean_text(mean: float, low: float, high: float) -> str:
-    if math.isnan(mean):
+def _objective(verdicts: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """The primary family's rows of one kind (the objective at its counted levels)."""
+    if "family" not in verdicts:
+        return verdicts.iloc[0:0]
+    return verdicts[(verdicts["family"] == PRIMARY) & (verdicts["kind"] == kind)]
+
+
+def holm_note(c) -> str:
+    """Beside an interval that excludes zero on its own but whose verdict is no significant
+    change: the family (the objective over the counted levels, Holm) did not reject it."""
+    low, high = _num(c.delta_lo), _num(c.delta_hi)
+    if c.verdict == SAME and (low > 0 or high < 0):
+        return f"not significant across the family's levels (Holm p {_num(c.p_holm):.2f})"
+    return ""
+
+
+def basis(c) -> str:
+    """What a verdict stands on: "2 / 2 boots, df 6, pooled scatter"."""
+    df = _num(c.df)
+    if math.isnan(df):
+        return f"{int(c.n)} / {int(c.n_ref)} boots, no scatter to judge by"
+    used = {"pooled": "pooled scatter", "own": "own scatter (Welch)"}.get(str(c.variance), "")
+    return f"{int(c.n)} / {int(c.n_ref)} boots, df {df:.0f}, {used}"
+
+
+def mean_text(s: CellStats | None) -> str:
+    """A cell's geometric mean with its 95 % ratio interval: "3,033 [2,710, 3,394]"."""
+    if s is None or math.isnan(s.mean):
         return fmt.MISSING
-    if math.isnan(low):
-        return f"{mean:.1f}"
-    return f"{mean:.1f} ± {(high - low) / 2:.1f}"
+    if math.isnan(s.low):
+        return f"{s.mean:,.1f}"
+    return f"{s.mean:,.1f} [{s.low:,.1f}, {s.high:,.1f}]"
 
 
-def _level_cell(summary_rows: pd.DataFrame) -> dict:
-    """The baseline-side facts of one (cell, level): mean ± CI over valid boots, or why
-    there is none."""
-    s = level_stats(summary_rows, HEADLINE_METRIC)
-    cell = {"text": _mean_text(s.mean, s.ci_low, s.ci_high), "n": s.n, "boots": s.boots}
-    cell["noisy_cv"] = None if math.isnan(s.cv) else s.cv
-    if s.n == 0:
-        statuses = summary_rows["status"].fillna("not_run")
-        failed = summary_rows[statuses == "failed"]
+def _level_cell(s: CellStats | None, rows: pd.DataFrame) -> dict:
+    """The facts of one (cell, level): mean and interval over valid boots, its own CV, or
+    why there is none."""
+    n = s.n if s else 0
+    cell = {"text": mean_text(s), "n": n, "boots": s.boots if s else 0}
+    cell["cv"] = None if s is None or math.isnan(s.cv) else f"CV {100 * s.cv:.1f} %"
+    cell["noisy_cv"] = None if s is None or math.isnan(s.cv) else s.cv
+    if n == 0:
+        statuses = rows["status"].fillna("not_run")
+        failed = rows[statuses == "failed"]
         if len(failed):
             causes = ", ".join(failed["cause"].dropna().unique()) or "unknown"
             cell["text"] = f"failed ({causes})"
         else:
             cell["text"] = "excluded" if statuses.eq("ok").any() else "not run"
-        cell["excluded"] = s.excluded
+        cell["excluded"] = s.excluded if s else ""
     return cell
 
 
@@ -84,15 +103,17 @@ def verdict_tables(
     verdicts: pd.DataFrame,
     stacks: list[str],
     variants: list[str],
-    noise_cv: float,
+    judging: Judging,
     flags: dict | None = None,
     accept: dict | None = None,
 ) -> list[dict]:
-    """Per stack × model: variant × level of output tok/s, Δ % vs the baseline with its
-    interval, and the verdict."""
+    """Per stack × model: variant × level of the objective, Δ % vs the baseline with its
+    interval and what it stands on, and the verdict."""
     df = summary[summary["level"].notna()].copy()
     df["level"] = df["level"].map(parse_value)
-    v = verdicts[(verdicts["metric"] == HEADLINE_METRIC) & (verdicts["kind"] == "variant")]
+    stats_of = summary_cell_stats(summary, judging, judging.objective)
+    v = _objective(verdicts, "variant")
+    v = v[v["metric"] == judging.objective]
     by = {(r.stack, r.model, r.variant, parse_value(r.level)): r for r in v.itertuples(index=False)}
     tables = []
     for stack in stacks:
@@ -104,11 +125,15 @@ def verdict_tables(
                 cells = []
                 for level in levels:
                     here = sub[(sub["variant"] == variant) & (sub["level"] == level)]
-                    cell = _level_cell(here) if len(here) else {"text": fmt.MISSING, "n": 0}
-                    cell["noisy"] = (cell.get("noisy_cv") or 0) > noise_cv
-                    length = (accept or {}).get((stack, model, variant, parse_value(level)))
+                    key = (stack, model, variant, level)
+                    if len(here):
+                        cell = _level_cell(stats_of.get(key), here)
+                    else:
+                        cell = {"text": fmt.MISSING, "n": 0}
+                    cell["noisy"] = (cell.get("noisy_cv") or 0) > judging.noise_cv
+                    length = (accept or {}).get(key)
                     cell["accept"] = None if length is None else f"{length:.2f}"
-                    c = by.get((stack, model, variant, parse_value(level)))
+                    c = by.get(key)
                     if c is not None:
                         cell.update(
                             delta=_pct(_num(c.delta_pct)),
@@ -118,7 +143,8 @@ def verdict_tables(
                                 else f"[{_num(c.delta_lo):+.1f}, {_num(c.delta_hi):+.1f}] %"
                             ),
                             verdict=c.verdict,
-                            note=holm_note(c) if hasattr(c, "p_holm") else "",
+                            note=holm_note(c),
+                            basis=basis(c),
                             cls=VERDICT_CLASS.get(c.verdict, ""),
                             repeats_needed=None
                             if pd.isna(c.repeats_needed)
@@ -131,7 +157,7 @@ def verdict_tables(
     return tables
 
 
-def _ranges(levels: list[int]) -> str:
+def _ranges(levels: list) -> str:
     """[10, 256, 1024] -> "10–1024"; [1] -> "1"."""
     if not levels:
         return ""
@@ -141,9 +167,10 @@ def _ranges(levels: list[int]) -> str:
 def verdict_lines(
     verdicts: pd.DataFrame, kind: str = "variant", flags: dict | None = None
 ) -> list[str]:
-    """One line per compared variant (or stack) in words, from the headline metric:
-    "continuous-batching: +240 % at 10–1024 (faster), no significant change at 1"."""
-    v = verdicts[(verdicts["metric"] == HEADLINE_METRIC) & (verdicts["kind"] == kind)]
+    """One line per compared variant (or stack) in words, from the primary family alone
+    (a latency change never calls a variant faster by itself): "continuous-batching: +240 %
+    at 10–1024 (faster), no significant change at 1"."""
+    v = _objective(verdicts, kind)
     lines = []
     keys = ["stack", "model", "variant"]
     for (stack, model, variant), rows in v.groupby(keys, sort=False):
@@ -168,9 +195,29 @@ def verdict_lines(
     return lines
 
 
+def secondary_lines(verdicts: pd.DataFrame) -> list[str]:
+    """The secondary family's decided changes (latency percentiles, uncounted levels), one
+    line per variant: "ngram-spec: median TPOT −75 % at 1024 (faster)"."""
+    if "family" not in verdicts:
+        return []
+    v = verdicts[
+        (verdicts["family"] != PRIMARY)
+        & (verdicts["kind"] == "variant")
+        & verdicts["verdict"].isin([FASTER, SLOWER])
+    ]
+    lines = []
+    for (stack, model, variant), rows in v.groupby(["stack", "model", "variant"], sort=False):
+        parts = [
+            f"{r.metric} {_num(r.delta_pct):+.0f} % at {parse_value(r.level)} ({r.verdict})"
+            for r in rows.itertuples(index=False)
+        ]
+        lines.append(f"{variant} ({stack} / {model}): " + "; ".join(parts))
+    return lines
+
+
 def stack_tables(verdicts: pd.DataFrame) -> list[dict]:
-    """Same variant on each stack vs the reference stack, per level (headline metric)."""
-    v = verdicts[(verdicts["metric"] == HEADLINE_METRIC) & (verdicts["kind"] == "stack")]
+    """Same variant on each stack vs the reference stack, per level (primary family)."""
+    v = _objective(verdicts, "stack")
     out = []
     for (stack, ref, model), rows in v.groupby(["stack", "compared_stack", "model"], sort=False):
         levels = sorted(parse_value(x) for x in rows["level"].unique())
@@ -203,27 +250,75 @@ def stack_tables(verdicts: pd.DataFrame) -> list[dict]:
 
 
 def resolve_hints(verdicts: pd.DataFrame, resolve_pct: float) -> list[str]:
-    """For every unresolved comparison of the headline metric: the boots it needs, or that
-    no practical number (at most `PRACTICAL_MAX_BOOTS`, as the plan says) would do: the
-    noise must come down first."""
-    v = verdicts[(verdicts["metric"] == HEADLINE_METRIC) & (verdicts["verdict"] == SAME)]
+    """For every unsettled comparison of the primary family: the boots a side it needs,
+    from the pooled scatter, or that no practical number (at most PRACTICAL_MAX_BOOTS, as
+    the plan says) would do."""
+    v = _objective(verdicts, "variant")
+    v = v[v["verdict"] == SAME]
     hints = []
     for r in v.itertuples(index=False):
-        width = (_num(r.delta_hi) - _num(r.delta_lo)) / 2
-        if math.isnan(width) or width <= resolve_pct:
-            continue  # resolved: no change larger than ±resolve_pct
-        versus = r.compared_variant if r.kind == "variant" else r.compared_stack
-        where = f"{r.stack} / {r.model} / {r.variant} vs {versus} at {parse_value(r.level)}"
-        spread = f"CV {100 * _num(r.cv):.1f} % / {100 * _num(r.cv_ref):.1f} %, {int(r.n)} boots"
-        if pd.isna(r.repeats_needed) or int(r.repeats_needed) > PRACTICAL_MAX_BOOTS:
+        where = (
+            f"{r.stack} / {r.model} / {r.variant} vs {r.compared_variant} at {parse_value(r.level)}"
+        )
+        if math.isnan(_num(r.df)):
+            hints.append(f"{where}: no boot scatter to judge by: set benchmark.repeats: 2 or more")
+            continue
+        if pd.isna(r.repeats_needed):
+            continue  # settled: no change larger than ±resolve_pct, or told from none
+        spread = (
+            f"own CV {100 * _num(r.cv):.1f} % / {100 * _num(r.cv_ref):.1f} %, "
+            f"{int(r.n)} / {int(r.n_ref)} boots, {r.variance} scatter"
+        )
+        target = max(resolve_pct, abs(_num(r.delta_pct)) / 2)
+        if int(r.repeats_needed) > PRACTICAL_MAX_BOOTS:
             hints.append(
-                f"{where}: ±{width:.0f} % now; too noisy to resolve ±{resolve_pct:g} % with a "
-                f"practical number of boots (at most {PRACTICAL_MAX_BOOTS}; {spread}): "
-                "quieten the host first"
+                f"{where}: more than {PRACTICAL_MAX_BOOTS} boots a side to settle ±{target:.0f} % "
+                f"({spread}): the boots scatter too much for repeats to cure; quieten the host"
             )
         else:
             hints.append(
-                f"{where}: {int(r.repeats_needed)} boots per side would resolve "
-                f"±{resolve_pct:g} % ({spread})"
+                f"{where}: set benchmark.repeats: {int(r.repeats_needed)} to settle "
+                f"±{target:.0f} % ({spread})"
             )
     return hints
+
+
+def first_boot_rows(summary: pd.DataFrame, judging: Judging) -> list[dict]:
+    """Per level: first boots against later ones of the same configurations (pooled, on
+    the objective), and whether they were left out of the verdicts."""
+    rows = []
+    for level, fb in first_boots(
+        summary_boots(summary, judging.objective), judging.first_boot
+    ).items():
+        c = fb.contrast
+        if c is None:
+            text, interval = "no configuration has a first and a later boot", ""
+        else:
+            text = f"{(c.ratio - 1) * 100:+.1f} %"
+            interval = f"[{(c.low - 1) * 100:+.1f}, {(c.high - 1) * 100:+.1f}] %"
+        rows.append(
+            {
+                "level": level,
+                "delta": text,
+                "interval": interval,
+                "p": "" if c is None else f"{c.p:.3f}",
+                "cells": 0 if c is None else c.cells,
+                "action": "left out" if fb.dropped else "kept",
+                "why": fb.why,
+            }
+        )
+    return rows
+
+
+def own_scatter(verdicts: pd.DataFrame) -> list[str]:
+    """The variants (or baselines) the guard judged on their own scatter: their boots
+    scatter more than the rest's, so the premise does not hold for them."""
+    if "variance" not in verdicts:
+        return []
+    v = verdicts[(verdicts["variance"] == "own") & (verdicts["family"] == PRIMARY)]
+    return sorted(
+        {
+            f"{r.variant} vs {r.compared_variant} ({r.stack} / {r.model})"
+            for r in v.itertuples(index=False)
+        }
+    )

@@ -235,9 +235,7 @@ def _max_in_flight(records) -> int:
     return int(max(np.cumsum([step for _, step in events])))
 
 
-def test_warmup_runs_at_the_levels_own_concurrency_before_the_measured_requests(
-    server, tmp_path
-):
+def test_warmup_runs_at_the_levels_own_concurrency_before_the_measured_requests(server, tmp_path):
     # The `auto` warm-up of a level of 24 streams: 24 requests with all 24 in flight (a
     # two-request warm-up reached a batch of 2 only), every one ended before the first
     # measured request is sent.

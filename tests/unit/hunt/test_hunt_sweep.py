@@ -50,7 +50,7 @@ def test_the_hunt_maps_onto_the_spec_with_the_schemas_defaults():
     assert s.candidates[2].stack == "other"
     assert s.objective == hs.Objective("output_throughput", True, (1, 4, 16))
     assert (s.min_effect_pct, s.boots_min, s.boots_max, s.stage) == (3, 1, 11, 1)
-    assert (s.alpha, s.power, s.budget_boots, s.budget_gpu_hours) == (0.05, 0.8, None, None)
+    assert (s.alpha, s.power, s.budget_boots, s.budget_gpu_hours) == (0.025, 0.8, None, None)
     assert (s.correctness_gate, s.confirm, s.ablate, s.retest_rejected) == (True, True, True, False)
     assert s.pool_variance is True
     # The schema's defaults are the spec's own: one set of defaults.

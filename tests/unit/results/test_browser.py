@@ -3,8 +3,11 @@ table and the plots are there, and every image decodes."""
 
 from fixtures.browser import keep_screenshot, need_browser, render
 from fixtures.cells import SETTINGS, judge_sweep, write_sweep
+from fixtures.figures import labelled_ticks, overlapping
 
+from servesweep.results.collect.cells import read_summary
 from servesweep.results.report.build import build_report
+from servesweep.results.report.plots import metric_figure
 
 
 def test_the_report_renders_in_chromium(tmp_path):
@@ -20,3 +23,14 @@ def test_the_report_renders_in_chromium(tmp_path):
     assert len(shown.image_widths) >= 2 and all(w > 0 for w in shown.image_widths)
     assert shown.screenshot.stat().st_size > 10_000
     keep_screenshot(shown, "fixture-report.png")
+    # The plots it shows, drawn again by the same code: no two labelled ticks overlap.
+    df = read_summary(summary)
+    for column, logy in [
+        ("output_throughput", False),
+        ("p99_ttft_ms", True),
+        ("median_tpot_ms", True),
+    ]:
+        fig = metric_figure(df, column, column, column, SETTINGS.variants, logy=logy)
+        for axis in ("x", "y"):
+            ticks = labelled_ticks(fig, axis)
+            assert ticks and overlapping(ticks) == [], (column, axis)

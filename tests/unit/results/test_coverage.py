@@ -1,39 +1,28 @@
-"""The verdicts' 95 % intervals cover the truth at 3 boots a side, by simulation with known
-truth (a smaller run of benchmarks/verdict_coverage.py): throughput by Welch, latency
-percentiles by Welch on the boots' log percentiles. The two-stage bootstrap they replace
-covered 0.80–0.90 here (benchmarks/results/verdict_coverage.json)."""
+"""The verdicts' 95 % intervals cover the truth, by simulation with known truth (a smaller
+run of benchmarks/verdict_coverage.py): the real `compare` on sweeps of real request
+samples, ratio intervals from the pooled boot scatter, at 2 and 3 boots a cell."""
 
 import numpy as np
 import pytest
-from fixtures.verdict_sim import BOOT_LEVEL, REQUEST_LEVEL, SIM_METRICS, draw_boots, side
+from fixtures.verdict_sim import BOOT_LEVEL, REQUEST_LEVEL, judged, simulate
 
-from servesweep.results.judge.verdicts import percentile_delta, welch_delta
-
-TRUTH = 0.10  # the variant is 10 % up on every metric
-SIMS = 600
-
-
-def interval(metric: str, mine: list, ref: list) -> tuple[float, float]:
-    if metric == "output_throughput":
-        d = welch_delta(side(mine).stats, side(ref).stats)
-    else:
-        found = {("v", r): b[1] for r, b in enumerate(mine)}
-        found |= {("b", r): b[1] for r, b in enumerate(ref)}
-        d = percentile_delta(
-            SIM_METRICS[metric],
-            side(mine, ("s", "m", "v"), column=metric),
-            side(ref, ("s", "m", "b"), column=metric),
-            lambda cell, repeat, level, field: found[(cell[2], repeat)].tolist(),
-        )
-    return d.low, d.high
+TRUTH = 0.10  # the variant is 10 % faster: throughput x 1.1, latencies / 1.1
+SWEEPS = 60
+LEVELS = (1, 4, 16, 64)
+VARIANTS = {"baseline": 0.0, "faster": TRUTH, "copy-1": 0.0, "copy-2": 0.0}
 
 
+@pytest.mark.parametrize("boots", [2, 3])
 @pytest.mark.parametrize("noise", [BOOT_LEVEL[-1], REQUEST_LEVEL], ids=["boots", "requests"])
-def test_coverage_at_three_boots(noise):
-    rng = np.random.default_rng(7)
-    pairs = [
-        (draw_boots(rng, noise, 3, TRUTH), draw_boots(rng, noise, 3, 0.0)) for _ in range(SIMS)
-    ]
-    for metric in SIM_METRICS:
-        covered = [lo <= 100 * TRUTH <= hi for lo, hi in (interval(metric, a, b) for a, b in pairs)]
-        assert 0.93 <= np.mean(covered) <= 0.99, (metric, np.mean(covered))
+def test_coverage(noise, boots):
+    rng = np.random.default_rng([7, boots])
+    hits: dict[str, list[bool]] = {}
+    for _ in range(SWEEPS):
+        for c in judged(simulate(rng, noise, boots, VARIANTS, LEVELS)):
+            if c.variant != "faster" or c.metric not in ("output_throughput", "p99_ttft_ms"):
+                continue
+            truth = 100 * (TRUTH if c.metric == "output_throughput" else 1 / (1 + TRUTH) - 1)
+            hits.setdefault(c.metric, []).append(c.delta_lo <= truth <= c.delta_hi)
+    for metric, covered in hits.items():
+        assert len(covered) == SWEEPS * len(LEVELS)
+        assert 0.92 <= np.mean(covered) <= 0.99, (metric, np.mean(covered))

@@ -68,41 +68,6 @@ def test_welch_without_spread():
     assert (w.diff, w.ci_low, w.ci_high) == (2, 2, 2)
 
 
-def test_two_stage_bootstrap_covers_the_truth_and_widens_with_boot_noise():
-    rng = np.random.default_rng(0)
-
-    # Each boot lands in its own regime (a shift), requests scatter around it.
-    def boots(shift_sd, n_boots=4):
-        return [rng.normal(100 + rng.normal(0, shift_sd), 5, 400) for _ in range(n_boots)]
-
-    quiet = stats.two_stage_bootstrap(boots(0.0), None, np.median, draws=400, seed=1)
-    noisy = stats.two_stage_bootstrap(boots(10.0), None, np.median, draws=400, seed=1)
-    assert quiet[1] < quiet[0] < quiet[2]
-    assert quiet[1] < 100 < quiet[2]
-    assert (noisy[2] - noisy[1]) > 3 * (quiet[2] - quiet[1])
-
-
-def test_two_stage_bootstrap_of_a_ratio():
-    rng = np.random.default_rng(1)
-    a = [rng.normal(120, 5, 300) for _ in range(3)]
-    b = [rng.normal(100, 5, 300) for _ in range(3)]
-    est, low, high = stats.two_stage_bootstrap(a, b, np.median, draws=400, seed=2)
-    assert est == pytest.approx(1.2, abs=0.02)
-    assert low < 1.2 < high
-    # Nothing to resample: no estimate.
-    assert math.isnan(stats.two_stage_bootstrap([[]], None, np.median)[0])
-
-
-def test_repeats_needed_by_hand():
-    # CV 3 % on both sides, equal means: spread = 0.03 * sqrt(2) = 0.0424. For ±2 %:
-    # n = 11 gives t(0.975, 20) * 0.0424 / sqrt(11) = 2.086 * 0.01279 = 0.02668 > 0.02;
-    # n = 19: t(0.975, 36) = 2.028, 2.028 * 0.0424 / sqrt(19) = 0.01974 <= 0.02, and
-    # n = 18: t(0.975, 34) = 2.032, 2.032 * 0.0424 / sqrt(18) = 0.02032 > 0.02.
-    assert stats.repeats_needed(0.03, 0.03, 1.0, 2.0) == 19
-    assert stats.repeats_needed(0.001, 0.001, 1.0, 2.0) == 2
-    assert stats.repeats_needed(math.nan, 0.03, 1.0, 2.0) is None
-
-
 def test_holm_adjusted_p_values_wikipedia_example():
     # Wikipedia, "Holm–Bonferroni method", example: p = 0.01, 0.04, 0.03, 0.005 at 0.05:
     # H4 and H1 are rejected, H3 (0.03 > 0.05 / 2) is not, so neither is H2. R's
@@ -113,17 +78,92 @@ def test_holm_adjusted_p_values_wikipedia_example():
     assert out[0] == pytest.approx(1.0) and math.isnan(out[1]) and out[2] == pytest.approx(1.0)
 
 
-def test_log_ratio_is_welch_on_the_logs():
+def test_pooled_contrast_is_the_equal_variance_t_test_on_logs():
+    # Two samples sharing one pool: Student's two-sample test (scipy's ttest_ind with
+    # equal_var), as a ratio of geometric means.
     from scipy.stats import ttest_ind
 
-    a, b = [110.0, 121.0, 115.0], [100.0, 98.0, 103.0]
-    r = stats.log_ratio(a, b)
-    la, lb = np.log(a), np.log(b)
-    assert r.ratio == pytest.approx(math.exp(la.mean() - lb.mean()))
-    assert r.p == pytest.approx(ttest_ind(la, lb, equal_var=False).pvalue)
-    w = stats.welch(la, lb)
-    assert (r.low, r.high) == (
-        pytest.approx(math.exp(w.ci_low)),
-        pytest.approx(math.exp(w.ci_high)),
+    a, b = np.log([110.0, 121.0, 115.0]), np.log([100.0, 98.0, 103.0, 101.0])
+    pool = stats.scatter([a, b], logs=True)
+    assert pool.df == 5
+    c = stats.contrast(a, b, stats.pooled_side(pool), stats.pooled_side(pool))
+    t = ttest_ind(a, b, equal_var=True)
+    ci = t.confidence_interval(0.95)
+    assert c.p == pytest.approx(t.pvalue) and c.df == 5 and c.variance == "pooled"
+    iv = c.interval()
+    assert (iv.low, iv.high) == (pytest.approx(math.exp(ci.low)), pytest.approx(math.exp(ci.high)))
+    assert iv.ratio == pytest.approx(math.exp(a.mean() - b.mean()))
+    # Each side on its own scatter: Welch's test (scipy's, equal_var False).
+    own_a, own_b = stats.scatter([a], logs=True), stats.scatter([b], logs=True)
+    sides = [stats.SideVariance(float(x.variance), float(x.df), False) for x in (own_a, own_b)]
+    w = stats.contrast(a, b, *sides)
+    assert w.p == pytest.approx(ttest_ind(a, b, equal_var=False).pvalue)
+    assert w.variance == "own"
+
+
+def test_a_ratio_interval_never_reaches_below_zero():
+    # Raw-scale Welch on 2 boots of a noisy cell ran to -962 % in the H200 report.
+    a, b = np.log([40.0, 500.0]), np.log([3000.0, 460.0])
+    pool = stats.scatter([a, b], logs=True)
+    iv = stats.contrast(a, b, stats.pooled_side(pool), stats.pooled_side(pool)).interval()
+    assert 0 < iv.low < iv.ratio < iv.high
+    assert min(iv.pct()) > -100
+
+
+def test_the_guard_is_an_f_test_of_scatter():
+    # One level: the classical one-sided F-test of own variance against the rest's.
+    from scipy.stats import f
+
+    own = stats.Scatter(np.array([0.5]), np.array([2]))
+    rest = stats.Scatter(np.array([0.1]), np.array([10]))
+    ratio = (0.5 / 2) / (0.1 / 10)
+    r = stats.scatter_ratio(own, rest)
+    assert r.ratio == pytest.approx(ratio) and (r.df, r.rest_df) == (2, 10)
+    assert bool(stats.scatter_agrees(own, rest)) == (f.sf(ratio, 2, 10) > stats.GUARD_LEVEL)
+    assert not stats.scatter_agrees(own, rest)  # 25 x: p far below 0.10
+    assert stats.scatter_agrees(stats.Scatter(np.array([0.02]), np.array([2])), rest)
+    # Over levels: each level's sum of squares over the rest's variance there, summed.
+    own2 = stats.Scatter(np.array([0.02, 0.2]), np.array([1, 1]))
+    rest2 = stats.Scatter(np.array([0.04, 0.4]), np.array([4, 4]))
+    r2 = stats.scatter_ratio(own2, rest2)
+    assert r2.ratio == pytest.approx((0.02 / 0.01 + 0.2 / 0.1) / 2) and r2.df == 2
+    # A scaled side: ratio times the rest's variance, df 1 / (1/df_ratio + 1/df_rest).
+    side = stats.scaled_side(r2, stats.Scatter(0.4, 4))
+    assert side.variance == pytest.approx(2.0 * 0.1) and side.df == pytest.approx(
+        1 / (1 / 2 + 1 / 4)
     )
-    assert stats.log_ratio([1.0], [1.0, 2.0]) is None
+
+
+def test_first_boot_contrast_is_the_least_squares_fit():
+    # y = mu_cell + d [first boot] + e, fitted by numpy's least squares on the design
+    # matrix: the same d, its standard error and df.
+    rng = np.random.default_rng(4)
+    samples = [rng.normal(m, 0.05, n) for m, n in ((0.0, 3), (0.5, 4), (1.0, 2), (0.2, 5))]
+    samples = [np.concatenate([[s[0] - 0.3], s[1:]]) for s in samples]
+    y = np.concatenate(samples)
+    cells = np.concatenate([[i] * len(s) for i, s in enumerate(samples)])
+    first = np.concatenate([[1] + [0] * (len(s) - 1) for s in samples])
+    design = np.column_stack([cells == i for i in range(len(samples))] + [first]).astype(float)
+    coef, rss, *_ = np.linalg.lstsq(design, y, rcond=None)
+    df = len(y) - design.shape[1]
+    cov = rss[0] / df * np.linalg.inv(design.T @ design)
+    fb = stats.first_boot_contrast(samples)
+    assert math.log(fb.ratio) == pytest.approx(coef[-1])
+    assert fb.df == df and fb.cells == 4
+    half = stats.t95(df) * math.sqrt(cov[-1, -1])
+    assert (math.log(fb.low), math.log(fb.high)) == (
+        pytest.approx(coef[-1] - half),
+        pytest.approx(coef[-1] + half),
+    )
+    assert fb.p < 0.001  # 26 % slower first boots over a 5 % scatter
+    assert stats.first_boot_contrast([[1.0], [2.0]]) is None
+
+
+def test_boots_needed_by_hand():
+    # s = 0.03 on the logs, 4 configurations pooled, ±2 %: n = 10 gives
+    # t(0.975, 36) * 0.03 * sqrt(2 / 10) = 2.028 * 0.013416 = 0.02721 > log(1.02) = 0.0198;
+    # n = 19: t(0.975, 72) = 1.993, 1.993 * 0.03 * sqrt(2/19) = 0.01940 <= 0.0198, and
+    # n = 18: t(0.975, 68) = 1.995, 1.995 * 0.03 * sqrt(2/18) = 0.01995 > 0.0198.
+    assert stats.boots_needed(0.03**2, 4, 2.0) == 19
+    assert stats.boots_needed(0.001**2, 4, 2.0) == 2
+    assert stats.boots_needed(math.nan, 4, 2.0) is None

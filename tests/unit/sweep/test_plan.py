@@ -277,10 +277,10 @@ def test_the_plan_asks_for_the_boots_the_last_verdicts_need(tmp_path):
     assert resolve_suggestion(sweep, paths, planned) is None  # no verdicts yet
     (paths.results).mkdir(parents=True)
     (paths.results / "verdicts.csv").write_text(
-        "stack,model,variant,level,metric,repeats_needed\n"
-        "box,m,ep,1,output_throughput,7\n"
-        "box,m,ep,100,output_throughput,\n"
-        "box,m,ep,1,p99_ttft_ms,40\n"
+        "stack,model,variant,level,metric,family,repeats_needed\n"
+        "box,m,ep,1,output_throughput,primary,7\n"
+        "box,m,ep,100,output_throughput,primary,\n"
+        "box,m,ep,1,p99_ttft_ms,secondary,40\n"
     )
     resolve = resolve_suggestion(sweep, paths, planned)
     assert (resolve.repeats, resolve.comparisons) == (7, 1)

@@ -1,0 +1,310 @@
+"""The board a sweep's verdicts stand on: for one metric, every cell's boots at every level,
+their scatter pooled per level over the sweep's configurations, the guard's word on each
+configuration, and the first boots (`servesweep.stats` has the maths). The verdicts
+(`servesweep.results.judge.verdicts`) and the report's tables and plots read the same board.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Literal, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from servesweep import stats
+from servesweep.level import parse_value
+
+ALPHA = stats.ALPHA
+FirstBootRule = Literal["auto", "keep", "drop"]
+Family = Literal["primary", "secondary"]
+PRIMARY, SECONDARY = "primary", "secondary"
+
+
+class Metric(NamedTuple):
+    column: str  # in summary.csv
+    higher_is_better: bool
+    # None: each boot's value is its summary value. Else (request field, percentile): each
+    # boot's percentile of its own requests.
+    from_requests: tuple[str, float] | None = None
+
+    @property
+    def margin_key(self) -> str:
+        """The `analysis` key of this metric kind's practical margin (in %)."""
+        return "margin_latency_pct" if self.column.endswith("_ms") else "margin_throughput_pct"
+
+
+METRICS = {
+    "output_throughput": Metric("output_throughput", True),
+    "median_ttft_ms": Metric("median_ttft_ms", False, ("ttft_ms", 50)),
+    "p99_ttft_ms": Metric("p99_ttft_ms", False, ("ttft_ms", 99)),
+    "median_tpot_ms": Metric("median_tpot_ms", False, ("tpot_ms", 50)),
+    "p99_tpot_ms": Metric("p99_tpot_ms", False, ("tpot_ms", 99)),
+}
+HEADLINE_METRIC = "output_throughput"  # the objective when the sweep names none
+
+# Per boot (repeat) and level: the request values of its valid measurements.
+RequestValues = Callable[[tuple, int, object, str], list[float]]
+Key = tuple  # (stack, model, variant, level)
+
+
+class Judging(NamedTuple):
+    """How a sweep is judged: the `analysis` section, with the objective and its counted
+    levels (the hunt's where the sweep hunts)."""
+
+    baseline: str = "baseline"
+    reference_stack: str | None = None
+    objective: str = HEADLINE_METRIC
+    counted_levels: tuple | None = None  # None: every level
+    first_boot: FirstBootRule = "auto"
+    noise_cv: float = 0.05
+    resolve_pct: float = 2.0
+    margin_throughput_pct: float = 2.0
+    margin_latency_pct: float = 5.0
+
+    @classmethod
+    def of(cls, analysis: Mapping, objective: str | None = None, levels=None) -> Judging:
+        """From a sweep's `analysis` section (schema defaults filled); `objective` and
+        `levels` (a hunt's) win over `analysis.objective` / `analysis.levels`."""
+        fields = {k: analysis[k] for k in cls._fields if k in analysis}
+        fields.pop("counted_levels", None)
+        fields.pop("objective", None)
+        counted = levels if levels is not None else analysis.get("levels")
+        return cls(
+            **fields,
+            objective=objective or analysis.get("objective") or HEADLINE_METRIC,
+            counted_levels=None if counted is None else tuple(parse_value(v) for v in counted),
+        )
+
+    def margin(self, metric: Metric) -> float:
+        return getattr(self, metric.margin_key)
+
+    def family(self, metric: str, level) -> Family:
+        counted = self.counted_levels is None or parse_value(level) in self.counted_levels
+        return PRIMARY if metric == self.objective and counted else SECONDARY
+
+    def metrics(self, metrics: dict[str, Metric] = METRICS) -> dict[str, Metric]:
+        """The metrics to compare: the objective among them (a summary column of its own,
+        higher is better unless it is a latency, where it is not one of METRICS)."""
+        if self.objective in metrics:
+            return dict(metrics)
+        return {self.objective: Metric(self.objective, not self.objective.endswith("_ms"))}
+
+
+class Boots(NamedTuple):
+    """One cell's metric at one level: each valid boot's value."""
+
+    repeats: tuple[int, ...]  # the valid boots
+    values: tuple[float, ...]  # each valid boot's value (positive ones enter the logs)
+    boots: int  # boots in all
+    within_boot_cv: float  # pooled over boots with several measurements; nan otherwise
+    excluded: str  # "r1: client_bound: …" for each boot kept out
+
+    @property
+    def logs(self) -> np.ndarray:
+        return stats.logs_of(self.values)
+
+    def without_first(self) -> Boots:
+        keep = [(r, v) for r, v in zip(self.repeats, self.values, strict=True) if r != 0]
+        return self._replace(repeats=tuple(r for r, _ in keep), values=tuple(v for _, v in keep))
+
+
+def _within_boot_cv(groups: list[list[float]]) -> float:
+    multi = [np.asarray(g, dtype=float) for g in groups if len(g) > 1]
+    if not multi:
+        return math.nan
+    pooled_var = np.mean([g.var(ddof=1) for g in multi])
+    grand = np.mean(np.concatenate(multi))
+    return float(math.sqrt(pooled_var) / grand) if grand else math.nan
+
+
+def boot_values(rows: pd.DataFrame, column: str) -> Boots:
+    """One (stack, model, variant, level)'s summary rows: each valid boot's mean value."""
+    groups, repeats, excluded = [], [], []
+    for repeat, boot in rows.groupby("repeat", sort=True):
+        valid = boot[boot["valid"].astype(bool)]
+        values = pd.to_numeric(valid[column], errors="coerce").dropna().tolist()
+        if values:
+            groups.append(values)
+            repeats.append(int(repeat))
+        reasons = boot.loc[~boot["valid"].astype(bool), "invalid_reasons"].dropna().unique()
+        excluded += [f"r{int(repeat)}: {r}" for r in reasons]
+    return Boots(
+        tuple(repeats),
+        tuple(float(np.mean(g)) for g in groups),
+        int(rows["repeat"].nunique()),
+        _within_boot_cv(groups),
+        "; ".join(excluded),
+    )
+
+
+def with_percentiles(boots: Boots, metric: Metric, cell: tuple, level, requests) -> Boots:
+    """Each boot's percentile of its own requests (its summary value where no requests are
+    stored)."""
+    if metric.from_requests is None or requests is None:
+        return boots
+    field, q = metric.from_requests
+    values = []
+    for repeat, value in zip(boots.repeats, boots.values, strict=True):
+        found = requests(cell, repeat, level, field)
+        values.append(float(np.percentile(found, q)) if found else value)
+    return boots._replace(values=tuple(values))
+
+
+class FirstBootLevel(NamedTuple):
+    """The first-boot contrast at one level (objective metric) and what was done."""
+
+    level: object
+    contrast: stats.FirstBoot | None
+    dropped: bool  # each cell's r0 left out of this level's verdicts
+    why: str
+
+
+class Board(NamedTuple):
+    """One metric over the sweep: each cell's boots at each level (first boots already
+    dropped where decided), the pooled scatter per level of every configuration measured
+    there, and per cell whether its own scatter agrees with the rest's (the guard) and, if
+    not, its scatter ratio."""
+
+    boots: dict[Key, Boots]
+    pools: dict[object, stats.Scatter]  # level -> scatter of every cell's logs there
+    pooled: dict[object, int]  # level -> how many cells' scatter is in the pool
+    own: dict[Key, stats.Scatter]  # each cell's own scatter at a level
+    agrees: dict[tuple, bool]  # (stack, model, variant) -> its scatter agrees with the rest
+    ratios: dict[tuple, stats.ScatterRatio]  # (stack, model, variant) -> its scatter ratio
+
+    def side(self, key: Key) -> stats.SideVariance:
+        """The variance a cell at a level is judged by: the pool's where its scatter
+        agrees, else its ratio times the rest's variance there."""
+        pool = self.pools.get(key[3], stats.NO_SCATTER)
+        if self.agrees.get(key[:3], True) or float(pool.df) <= 0:
+            return stats.pooled_side(pool)
+        rest = pool - self.own.get(key, stats.NO_SCATTER)
+        return stats.scaled_side(self.ratios[key[:3]], rest)
+
+
+def build_board(boots: dict[Key, Boots]) -> Board:
+    """Pool each level's scatter over every cell, and guard: a cell whose scatter, across
+    its levels, is larger than the rest's (stats.scatter_agrees) is judged by its own
+    scatter ratio (Board.side)."""
+    levels = sorted({k[3] for k in boots}, key=float)
+    cells = list(dict.fromkeys(k[:3] for k in boots))
+    own = {k: stats.scatter([b.logs], logs=True) for k, b in boots.items()}
+    pools = {lv: stats.NO_SCATTER for lv in levels}
+    for k, sc in own.items():
+        pools[k[3]] = pools[k[3]] + sc
+    agrees, ratios = {}, {}
+    for cell in cells:
+        mine = [own.get((*cell, lv), stats.NO_SCATTER) for lv in levels]
+        rest = [pools[lv] - m for lv, m in zip(levels, mine, strict=True)]
+        mine_s = stats.Scatter(np.array([m.ss for m in mine]), np.array([m.df for m in mine]))
+        rest_s = stats.Scatter(np.array([r.ss for r in rest]), np.array([r.df for r in rest]))
+        ratios[cell] = stats.scatter_ratio(mine_s, rest_s)
+        agrees[cell] = bool(stats.scatter_agrees(mine_s, rest_s))
+    pooled = {lv: sum(1 for k, sc in own.items() if k[3] == lv and sc.df > 0) for lv in levels}
+    return Board(boots, pools, pooled, own, agrees, ratios)
+
+
+def first_boots(boots: dict[Key, Boots], rule: FirstBootRule) -> dict[object, FirstBootLevel]:
+    """Per level, first boots against later ones and whether they are dropped."""
+    out = {}
+    for lv in sorted({k[3] for k in boots}, key=float):
+        here = {k: b for k, b in boots.items() if k[3] == lv}
+        samples = [
+            stats.logs_of([v for _, v in sorted(zip(b.repeats, b.values, strict=True))])
+            for b in here.values()
+            if 0 in b.repeats
+        ]
+        contrast = stats.first_boot_contrast(samples)
+        after = min((len([r for r in b.repeats if r != 0]) for b in here.values()), default=0)
+        significant = contrast is not None and contrast.p <= ALPHA
+        if rule == "drop":
+            drop, why = True, "analysis.first_boot: drop"
+        elif rule == "keep":
+            drop, why = False, "analysis.first_boot: keep"
+        elif not significant:
+            drop, why = False, "first boots not significantly different"
+        elif after >= 2:
+            drop, why = True, "first boots differ significantly: left out"
+        else:
+            drop, why = (
+                False,
+                (
+                    "first boots differ significantly, but a cell here has fewer than 2 boots "
+                    "after its first: kept (set benchmark.repeats to 3 or more to leave them out)"
+                ),
+            )
+        out[lv] = FirstBootLevel(lv, contrast, drop, why)
+    return out
+
+
+def summary_boots(summary: pd.DataFrame, column: str) -> dict[Key, Boots]:
+    """Every (stack, model, variant, level)'s boots of one summary column."""
+    df = summary[summary["level"].notna()].copy()
+    if df.empty or column not in df:
+        return {}
+    df["level"] = df["level"].map(parse_value)
+    return {
+        key: boot_values(rows, column)
+        for key, rows in df.groupby(["stack", "model", "variant", "level"], sort=False)
+    }
+
+
+class CellStats(NamedTuple):
+    """What the report shows of one cell at one level: the geometric mean with its 95 %
+    interval (the pooled scatter where the cell agrees with it), its own CV and boots."""
+
+    n: int
+    boots: int
+    repeats: tuple[int, ...]
+    values: tuple[float, ...]
+    mean: float  # geometric mean of the boots' values
+    low: float  # ratio interval: never below zero
+    high: float
+    cv: float  # the cell's own: sample std of its boots' logs (about its CV)
+    variance: str  # pooled | own | none
+    excluded: str
+    first_dropped: bool
+
+
+def cell_stats(board: Board, first: Mapping[object, FirstBootLevel] | None = None):
+    """CellStats of every cell at every level on a board."""
+    out = {}
+    for key, b in board.boots.items():
+        logs = b.logs
+        side = board.side(key)
+        interval = stats.cell_interval(logs, side)
+        own = stats.scatter([logs], logs=True)
+        variance = "none" if not side.df > 0 else ("pooled" if side.pooled else "own")
+        dropped = bool(first and key[3] in first and first[key[3]].dropped)
+        out[key] = CellStats(
+            n=len(logs),
+            boots=b.boots,
+            repeats=b.repeats,
+            values=b.values,
+            mean=interval.ratio,
+            low=interval.low,
+            high=interval.high,
+            cv=math.sqrt(float(own.variance)) if own.df > 0 else math.nan,
+            variance=variance,
+            excluded=b.excluded,
+            first_dropped=dropped,
+        )
+    return out
+
+
+def summary_cell_stats(summary: pd.DataFrame, judging: Judging, column: str) -> dict:
+    """CellStats from summary.csv alone (the report's tables and plots): the same board
+    the verdicts stand on, each boot's summary value."""
+    first = first_boots(summary_boots(summary, judging.objective), judging.first_boot)
+    boots = dropped(summary_boots(summary, column), first)
+    return cell_stats(build_board(boots), first)
+
+
+def dropped(boots: dict[Key, Boots], first: Mapping[object, FirstBootLevel]) -> dict:
+    """The boots with each cell's r0 left out at the levels where first boots are dropped."""
+    return {
+        k: (b.without_first() if k[3] in first and first[k[3]].dropped else b)
+        for k, b in boots.items()
+    }
