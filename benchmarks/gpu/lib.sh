@@ -64,10 +64,27 @@ wheels_fetch() {
   mkdir -p "$dir"
   awk -F'\t' -v t=" $tiers " 'NR > 1 && index(t, " " $1 " ") {print $3}' "$list" >"$dir/.want"
   [ -s "$dir/.want" ] || gpu_fail "wheels_fetch: no wheel of tiers '$tiers' in $list" || return
-  # NAME-VERSION-... -> NAME==VERSION (wheel names escape '-' as '_').
-  awk -F- '{print $1 "==" $2}' "$dir/.want" >"$dir/.req"
-  gpu_pip download -q --no-deps "${GPU_PLAT[@]}" -d "$dir" -r "$dir/.req" ||
-    gpu_fail "wheels_fetch: pip download of $list ($tiers) failed" || return
+  # NAME-VERSION-...-PLATFORM.whl -> NAME==VERSION, one download per platform tag set: pip
+  # takes, of several builds of a version, the one whose tags come first in what it is
+  # given, so each file is asked for with its own platform tags only (pure wheels: any).
+  local group plats
+  rm -f "$dir"/.req.*
+  while read -r f; do
+    group=${f%.whl}
+    group=${group##*-}
+    echo "$(echo "$f" | cut -d- -f1)==$(echo "$f" | cut -d- -f2)" >>"$dir/.req.$group"
+  done <"$dir/.want"
+  for group in "$dir"/.req.*; do
+    plats=(--python-version 3.12 --implementation cp --only-binary=:all:)
+    if [ "${group##*/.req.}" = any ]; then
+      plats=("${GPU_PLAT[@]}")
+    else
+      for f in $(echo "${group##*/.req.}" | tr . ' '); do plats+=(--platform "$f"); done
+    fi
+    gpu_pip download -q --no-deps "${plats[@]}" -d "$dir" -r "$group" ||
+      gpu_fail "wheels_fetch: pip download of ${group##*/} ($list) failed" || return
+  done
+  rm -f "$dir"/.req.*
   local f missing=0
   while read -r f; do
     [ -f "$dir/$f" ] || {
@@ -75,7 +92,7 @@ wheels_fetch() {
       missing=1
     }
   done <"$dir/.want"
-  rm -f "$dir/.want" "$dir/.req"
+  rm -f "$dir/.want"
   [ "$missing" = 0 ] || gpu_fail "wheels_fetch: $list: files differ from the list"
 }
 
