@@ -41,20 +41,32 @@ devtree_make . "$MAIN"
 # What each call sends: MAIN's tracked and untracked-not-ignored files, plus its carry.
 tree=$(cd "$MAIN" && { git ls-files -z; git ls-files -z -o --exclude-standard; } |
   xargs -0 -r du -cb 2>/dev/null | tail -1 | cut -f1)
+tree=${tree:-0}
 n=$(ls -d "$DEST"/[0-9]* | wc -l)
-last=$(du -cb "$DEST/$n" "$MAIN/.devtree" | tail -1 | cut -f1)
+part=$(du -cb "$DEST/$n" | tail -1 | cut -f1)
+dev=$(du -cb "$MAIN/.devtree" | tail -1 | cut -f1)
 mib() { echo $(($1 / 1048576)); }
+limit=$((63 * 1048576)) # the tool's 64 MiB, less a margin
+[ $((tree + GPU_PART_MIB * 1048576)) -lt "$limit" ] || gpu_fail "a part call would not fit in 64 MiB"
+[ $((tree + dev)) -lt "$limit" ] || gpu_fail ".devtree ($(mib "$dev") MiB) would not fit in a call"
 gpu_log "checkout $(mib "$tree") MiB; a part call $(mib $((tree + GPU_PART_MIB * 1048576))) MiB;" \
-  "the last (part $n + .devtree) $(mib $((tree + last))) MiB; the limit is 64"
-[ $((tree + last)) -lt $((63 * 1048576)) ] || gpu_fail "the last call would not fit in 64 MiB"
-cat <<CALLS
-
-Device calls, back to back (the machine goes back 30 s after a call returns); all on kind
-nvidia-h200. Calls 1..$((n - 1)), carry [".$ENGINE-whl/K"]:
-  mkdir -p /tmp/$ENGINE-wheels && cp .$ENGINE-whl/K/* /tmp/$ENGINE-wheels/ && cd /tmp/$ENGINE-wheels && sha256sum -c part.*.sha256
-Call $n, carry [".$ENGINE-whl/$n", ".devtree"]: the last part, then the run in its own session
-(docs/$ENGINE-h200.md lists the steps), waiting on it for 500 s:
-  mkdir -p /tmp/$ENGINE-wheels && cp .$ENGINE-whl/$n/* /tmp/$ENGINE-wheels/ && bash .devtree/benchmarks/gpu/start.sh $ENGINE 500 STEP...
-Then, until it says "job ... ended", carry []:
-  bash /tmp/ss/benchmarks/gpu/wait.sh $ENGINE 540
-CALLS
+  "part $n + .devtree $(mib $((tree + part + dev))) MiB; the limit is 64"
+pc() { echo "mkdir -p /tmp/$ENGINE-wheels && cp .$ENGINE-whl/$1/* /tmp/$ENGINE-wheels/ && cd /tmp/$ENGINE-wheels && sha256sum -c part.*.sha256"; }
+start="bash .devtree/benchmarks/gpu/start.sh $ENGINE 500 STEP..."
+echo
+echo "Device calls, back to back (the machine goes back 30 s after a call returns), kind nvidia-h200:"
+if [ $((tree + part + dev)) -lt "$limit" ]; then
+  echo "Calls 1..$((n - 1)), carry [\".$ENGINE-whl/K\"]:"
+  echo "  $(pc K)"
+  echo "Call $n, carry [\".$ENGINE-whl/$n\", \".devtree\"]: the last part, then the run in its own"
+  echo "session (docs/$ENGINE-h200.md lists the steps), waiting on it for 500 s:"
+  echo "  mkdir -p /tmp/$ENGINE-wheels && cp .$ENGINE-whl/$n/* /tmp/$ENGINE-wheels/ && $start"
+else
+  echo "Calls 1..$n, carry [\".$ENGINE-whl/K\"] (.devtree does not fit beside part $n):"
+  echo "  $(pc K)"
+  echo "Call $((n + 1)), carry [\".devtree\"]: the run in its own session (docs/$ENGINE-h200.md"
+  echo "lists the steps), waiting on it for 500 s:"
+  echo "  $start"
+fi
+echo 'Then, until it says "job ... ended", carry []:'
+echo "  bash /tmp/ss/benchmarks/gpu/wait.sh $ENGINE 540"
