@@ -83,4 +83,19 @@ def test_vllm_keeps_its_logs_word_and_adds_the_directories(tmp_path):
     state = get_engine("vllm").cache_state(env)
     assert state["caches"] == "cold" and "compile_cache" not in state  # the log's hit / miss
     # Engines without cache directories record nothing.
-    assert get_engine("transformers").cache_state(env) == {}
+    assert get_engine("command").cache_state(env) == {}
+
+
+def test_transformers_names_the_caches_it_would_compile_into(tmp_path):
+    env = {"HOME": str(tmp_path), "USER": "u", "TMPDIR": str(tmp_path / "tmp")}
+    dirs = get_engine("transformers").cache_dirs(env)
+    assert dirs == {
+        "torch-inductor": tmp_path / "tmp" / "torchinductor_u",
+        "triton": tmp_path / ".triton" / "cache",
+        "hf-kernels": tmp_path / ".cache" / "huggingface" / "kernels",
+    }
+    assert get_engine("transformers").cache_state(env)["caches"] == "cold"
+    fill(tmp_path / "tmp" / "torchinductor_u", 2)
+    fill(tmp_path / ".triton" / "cache", 1)
+    fill(tmp_path / ".cache" / "huggingface" / "kernels", 1)
+    assert get_engine("transformers").cache_state(env)["caches"] == "warm"
