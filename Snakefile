@@ -5,7 +5,7 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 # No `configfile:` here: Snakemake would merge a user's --configfile into it key by key.
-# rules/common.smk loads the sweep in force instead (servesweep/sweep_file.py).
+# rules/common.smk loads the sweep in force instead (servesweep/sweep/sweep_file.py).
 
 
 include: "rules/common.smk"

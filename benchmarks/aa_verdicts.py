@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from fixtures.verdict_sim import Noise, judged, simulate  # noqa: E402
+from fixtures.verdict_sim import USER_NOISES, Noise, judged, simulate  # noqa: E402
 from record import write_result  # noqa: E402
 
 from servesweep.results.judge.board import PRIMARY  # noqa: E402
@@ -38,17 +38,6 @@ from servesweep.results.judge.verdicts import FASTER, SLOWER  # noqa: E402
 LEVELS = (1, 4, 16, 64)
 VARIANTS = {"baseline": 0.0, "copy-1": 0.0, "copy-2": 0.0, "copy-3": 0.0}
 BOOTS = (2, 3, 5)
-
-
-def noises() -> list[Noise]:
-    out = [Noise(f"boot CV {c:.0%}", c) for c in (0.02, 0.05, 0.10)]
-    out.append(
-        Noise(
-            "CV 5 %, first boots 30-70 % slower at 16", 0.05, first_boot=(0.3, 0.7), first_level=16
-        )
-    )
-    out.append(Noise("CV 5 %, copy-1 scatters 3x", 0.05, noisy=(("copy-1", 3.0),)))
-    return out
 
 
 def run(noise: Noise, boots: int, seeds: int) -> dict:
@@ -89,7 +78,7 @@ def main() -> None:
         f"{'noise':<44} {'boots':>5} {'primary / variant':>18} {'secondary':>10} "
         f"{'per comparison':>15} {'copy-1 alone':>13}"
     )
-    for noise in noises():
+    for noise in USER_NOISES:
         for boots in BOOTS:
             r = run(noise, boots, args.seeds)
             results.append(r)

@@ -38,26 +38,24 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from fixtures.verdict_sim import Noise, judge_before, judge_fast, simulate_logs  # noqa: E402
+from fixtures.verdict_sim import (  # noqa: E402
+    USER_NOISES,
+    Noise,
+    judge_before,
+    judge_fast,
+    simulate_logs,
+)
 from record import write_result  # noqa: E402
 
 LEVELS = (1, 4, 16, 64)
 AT = LEVELS.index(16)
-NAMES = ["baseline", "changed", "copy-1", "copy-2", "copy-3"]
-EFFECTS = [1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 1000]
+NAMES = ["baseline", "changed", "copy-1", "copy-2", "copy-3"]  # copy-1: the noisier one
+EFFECTS = [1, 2, 3, 5, 7, 10, 12, 15, 20, 25, 30, 40, 50, 70, 100, 150, 200, 300, 500, 1000]
 BOOTS = (2, 3, 5)
 
 
 def noises() -> list[Noise]:
-    out = [Noise(f"boot CV {c:.0%}", c) for c in (0.02, 0.05, 0.10)]
-    out.append(
-        Noise(
-            "CV 5 %, first boots 30-70 % slower at 16", 0.05, first_boot=(0.3, 0.7), first_level=16
-        )
-    )
-    out.append(Noise("CV 5 %, copy-1 scatters 3x", 0.05, noisy=(("copy-1", 3.0),)))
-    out.append(Noise("CV 5 %, levels correlated (rho 0.5)", 0.05, level_rho=0.5))
-    return out
+    return [*USER_NOISES, Noise("CV 5 %, levels correlated (rho 0.5)", 0.05, level_rho=0.5)]
 
 
 def power_row(rng, noise: Noise, boots: int, sims: int, rule) -> dict:
@@ -110,6 +108,30 @@ def guard_power(rng, boots: int, sims: int, mult: float = 3.0, levels: int = 4) 
     }
 
 
+def first_boot_rules(rng, sims: int) -> list[dict]:
+    """Power at level 16 and A/A under analysis.first_boot keep / auto / drop, with and
+    without first boots 30-70 % slower there."""
+    out = []
+    for noise in (
+        Noise("CV 5 %", 0.05),
+        Noise(
+            "CV 5 %, first boots 30-70 % slower at 16", 0.05, first_boot=(0.3, 0.7), first_level=16
+        ),
+    ):
+        for boots in (3, 5):
+            row = {"noise": noise.name, "boots": boots}
+            for rule in ("keep", "auto", "drop"):
+
+                def judge(logs, rule=rule):
+                    return judge_fast(logs, first_boot=rule)
+
+                row[rule] = power_row(rng, noise, boots, sims, judge)["smallest_80"]
+                aa = simulate_logs(rng, noise, sims, boots, [0] * 5, LEVELS, NAMES)
+                row[f"{rule}_aa"] = float((judge(aa)[:, :, 0] != 0).any(-1).mean())
+            out.append(row)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sims", type=int, default=2000)
@@ -147,6 +169,13 @@ def main() -> None:
             f"(per-level F at one level {g['per_level_one']:.3f}, at any of 4 "
             f"{g['per_level_any']:.3f}); false alarm {g['false_alarm_over_levels']:.3f}"
         )
+    rules = first_boot_rules(rng, args.sims)
+    for r in rules:
+        print(
+            f"first_boot at {r['boots']} boots, {r['noise']}: 80 % power keep / auto / drop "
+            f"+{r['keep']} / +{r['auto']} / +{r['drop']} %, A/A {r['keep_aa']:.3f} / "
+            f"{r['auto_aa']:.3f} / {r['drop_aa']:.3f}"
+        )
     path = write_result(
         "verdict_power",
         {
@@ -159,6 +188,7 @@ def main() -> None:
             "seconds": round(time.monotonic() - start, 1),
             "results": results,
             "guard": guard,
+            "first_boot_rules": rules,
         },
         args.out,
     )

@@ -127,7 +127,7 @@ def hunt_params(wildcards):
 
 
 def hunt_step_inputs(wildcards):
-    # Step s: step s-1 and the boots it asked for (docs/hunt.md, servesweep/hunt/flow.py).
+    # Step s: step s-1 and the boots it asked for (docs/hunt.md, servesweep/hunt/flow/steps.py).
     # Step 0 (nothing measured) is known from the spec alone: a dry run shows round 1's cells.
     step = int(wildcards.step)
     if step == 0:

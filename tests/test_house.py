@@ -234,3 +234,32 @@ def test_the_summary_columns_are_the_record_types():
     judged = set(typing.get_type_hints(records.LevelJudgement))
     assert set(LEVEL_FIELDS) <= level | judged and len(set(LEVEL_FIELDS)) == len(LEVEL_FIELDS)
     assert set(STACK_FIELDS) <= set(typing.get_type_hints(records.StackManifest))
+
+
+# Where the docs, the rules and the config guide send a reader: every `servesweep/…` path
+# they name exists (a move that leaves one behind fails here).
+POINTER_FILES = [
+    ROOT / "Snakefile",
+    ROOT / "README.md",
+    ROOT / "config" / "README.md",
+    ROOT / "benchmarks" / "README.md",
+    *sorted((ROOT / "rules").glob("*.smk")),
+    *sorted((ROOT / "docs").glob("*.md")),
+]
+
+
+@pytest.mark.parametrize("path", POINTER_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_package_path_a_reader_is_sent_to_exists(path):
+    named = re.findall(r"servesweep/[\w./-]*\w", path.read_text())
+    missing = sorted({p for p in named if not (ROOT / p).exists()})
+    assert not missing, f"{path.relative_to(ROOT)} names {missing}"
+
+
+def test_no_issue_numbers_in_code():
+    """Code says what it does, not which ticket it came from (the docs keep that history)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted((ROOT / "rules").glob("*.smk")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\bissue \d+|\bhouse\d\b", line, re.I):
+                found.append(f"{path.relative_to(ROOT)}:{n}")
+    assert not found, found

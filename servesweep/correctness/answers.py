@@ -1,4 +1,4 @@
-"""The correctness pass: does the optimization change the answers? (issue 14)
+"""The correctness pass: does the optimization change the answers?
 
 Run against a cell's live server after its levels, before teardown: fixed prompts sent
 greedily, once one at a time and once all in flight together (batching changes numerics);

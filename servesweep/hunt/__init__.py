@@ -1,4 +1,4 @@
-"""The hunt (issue 22): a greedy optimization search whose every adopt / reject is a
+"""The hunt: a greedy optimization search whose every adopt / reject is a
 group-sequential test across server boots.
 
 Pure modules, no servers and no Snakemake: `sequential` (boundaries, the boots a side a

@@ -131,6 +131,8 @@ class CellRun:
             self.fail("launch", "port_in_use", message)
             self.record["boot_attempts"].append({"cause": "port_in_use", "message": message})
             return None
+        # The compile caches as this launch finds them (a first boot on a host is cold).
+        self.record["boot_facts"] = self.engine.cache_state({**os.environ, **self.server_env})
         try:
             server = ServerProcess(
                 self.record["command"],
@@ -177,7 +179,9 @@ class CellRun:
                 # An earlier boot try may have failed.
                 self.record["status"], self.record["failure"] = "ok", None
                 self.log(f"ready in {self.record['boot_s']} s")
-                self.record["boot_facts"] = self.engine.boot_facts(read_log(self.server_log))
+                facts = self.record["boot_facts"]
+                facts.update(self.engine.boot_facts(read_log(self.server_log)))
+                self.engine.note_cache_growth(facts, {**os.environ, **self.server_env})
                 self.run_levels(server)
                 self.check_answers(server)
             except BootFailure as exc:
@@ -323,6 +327,10 @@ class CellRun:
         summary["server_counters"] = counter_delta(
             before.get("metrics", {}), after.get("metrics", {})
         )
+        # The level's own hit rate and accept length, where the counters give them.
+        figures = engine.level_figures(summary["server_counters"])
+        if figures and after:
+            after["headline"] = {**after.get("headline", {}), **figures}
         if gauges.gauges:
             summary["server_peaks"] = gauges.result()
         gpu = sampler.result()

@@ -79,9 +79,10 @@ def classify_log(text: str) -> str | None:
 
 # argparse's refusal: "PROG: error: MESSAGE" as its last words, then exit status 2 (vLLM,
 # SGLang, transformers serve and most Python servers parse their flags with argparse; vLLM
-# 0.26.0 on the H200: "api_server.py: error: unrecognized arguments: --no-such-flag").
+# 0.26.0 on the H200: "api_server.py: error: unrecognized arguments: --no-such-flag";
+# SGLang 0.5.17 names its parser in two words: "sglang serve: error: ...").
 ARGPARSE_EXIT = 2
-_ARGPARSE_ERROR = re.compile(r"^\S+: error: \S")
+_ARGPARSE_ERROR = re.compile(r"^[\w.\-]+(?: [\w.\-]+)?: error: \S")
 
 
 def rejected_args(returncode: int | None, log_text: str) -> str | None:
@@ -96,17 +97,26 @@ def rejected_args(returncode: int | None, log_text: str) -> str | None:
     return None
 
 
+# SGLang ends its own process tree with SIGKILL when a child (the scheduler) failed
+# (0.5.17 on the H200, `--enable-single-batch-overlap` refused on SM90 with a ValueError):
+# that SIGKILL is not the host's OOM killer.
+SELF_KILLED = re.compile(
+    r"Received sigquit from a child process|kill_process_tree called: .*include_parent=True"
+)
+
+
 def classify_exit(returncode: int | None, log_text: str, default: str = "died") -> str:
     """Cause for a server that exited: a command line argparse refused (`rejected_args`:
     before the log's signatures, since an import warning logged before parsing is not the
     cause), then the log's signature; a SIGKILL with no signature is most often the host's
-    OOM killer."""
+    OOM killer, unless the server says it killed itself (SELF_KILLED)."""
     if rejected_args(returncode, log_text):
         return "rejected_args"
     cause = classify_log(log_text)
     if cause:
         return cause
-    if returncode == -signal.SIGKILL or returncode == 128 + signal.SIGKILL:
+    killed = returncode == -signal.SIGKILL or returncode == 128 + signal.SIGKILL
+    if killed and not SELF_KILLED.search(log_text):
         return "oom"
     return default
 

@@ -86,3 +86,19 @@ def check_loads(config: dict) -> None:
             "config: benchmark.workload.range_ratio: not for kind sharegpt (its lengths "
             "come from the file)"
         )
+
+
+def check_analysis(config: dict) -> None:
+    """The counted levels of the objective are measured levels; a goodput objective needs
+    the SLO it is counted against."""
+    analysis = config.get("analysis") or {}
+    bench = config["benchmark"]
+    measured = {parse_value(v) for v in bench.get("rate") or bench.get("levels") or []}
+    for level in analysis.get("levels") or []:
+        if parse_value(level) not in measured:
+            raise CheckError(
+                f"config: analysis.levels: level {level} is not measured "
+                f"(benchmark.{'rate' if 'rate' in bench else 'levels'})"
+            )
+    if str(analysis.get("objective", "")).startswith("goodput") and not config.get("slo"):
+        raise CheckError(f"config: analysis.objective: {analysis['objective']} needs slo:")

@@ -24,7 +24,13 @@ from servesweep.level import load_kind as load_kind_of
 from servesweep.level import num_prompts as level_prompts
 from servesweep.server.engines import ENGINES, get_engine
 from servesweep.sweep import checks
-from servesweep.sweep.checks import CheckError, check_loads, check_stacks, check_variant_gpus
+from servesweep.sweep.checks import (
+    CheckError,
+    check_analysis,
+    check_loads,
+    check_stacks,
+    check_variant_gpus,
+)
 from servesweep.sweep.hunt import SweepHunt, check_hunt, hunt_of
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
@@ -87,10 +93,14 @@ def validate_schema(config: dict) -> None:
     if not errors:
         return
     best = jsonschema.exceptions.best_match(errors)
+    alternatives = None
+    if best.context and all(not e.relative_path for e in best.context):
+        # A oneOf/anyOf of plain values (an integer or `auto`): say every alternative.
+        alternatives = " or ".join(dict.fromkeys(e.message for e in best.context))
     # Descend into oneOf/anyOf to name the deepest key.
     while best.context:
         best = jsonschema.exceptions.best_match(best.context)
-    message = best.message
+    message = alternatives or best.message
     if best.validator == "additionalProperties":
         message = message.replace("Additional properties are not allowed", "unknown key")
     elif (
@@ -376,6 +386,7 @@ def check_semantics(config: dict) -> None:
         check_variant_gpus(config, resolved)
         check_stacks(config)
         check_loads(config)
+        check_analysis(config)
         check_hunt(config, hunt_of(config, resolved), checks.check_flags)
     except CheckError as exc:
         raise ConfigError(str(exc)) from None

@@ -21,9 +21,11 @@ EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
 GPU_EXAMPLES = ["kimi-k2.5-eagle3.yaml", "glm5-nvfp4.yaml"]
 # The seeds' hand searches as hunts (docs/hunt.md).
 HUNT_EXAMPLES = ["kimi-k2.5-hunt.yaml", "glm5-nvfp4-hunt.yaml"]
-# The examples run on a lent GPU (benchmarks/gpu_run.sh): transformers serve on CUDA.
+# The examples run on a lent GPU (benchmarks/gpu/gpu_run.sh): transformers serve on CUDA.
 H200_EXAMPLE = "h200-transformers.yaml"
 H200_RATE_EXAMPLE = "h200-rate-slo.yaml"
+# Real SGLang 0.5.17 on the lent H200 (benchmarks/gpu/run.sh sglang; docs/sglang-h200.md).
+H200_SGLANG_EXAMPLE = "h200-sglang.yaml"
 
 
 def test_the_examples_are_shipped():
@@ -35,6 +37,7 @@ def test_the_examples_are_shipped():
         "vllm-cpu.yaml",
         "cpu-rate-slo.yaml",
         "h200-vllm.yaml",
+        H200_SGLANG_EXAMPLE,
         "cpu-hunt.yaml",
     }
 
@@ -91,6 +94,41 @@ def test_h200_rate_example_prices_gpus_under_mlperfs_llama2_server_slo():
     for variant in sweep.variants:
         mine = sweep.spec("tf-5.17", "moe-1b", variant)["command"]
         assert mine == other.spec("tf-5.17", "moe-1b", variant)["command"]
+
+
+def test_h200_sglang_example_is_the_seeds_single_gpu_tries():
+    # What each variant adds to SGLang's defaults, exactly (the launch line that worked on
+    # the H200 first), on one GPU, two boots a cell, the seeds' four levels.
+    sweep = load_file(ROOT / "config" / "examples" / H200_SGLANG_EXAMPLE)
+    assert sweep.benchmark["levels"] == [1, 10, 256, 1024] and sweep.repeats == 2
+    assert [s["kind"] for s in sweep.stacks.values()] == ["existing"]
+    base = "--sampling-backend pytorch --enable-metrics --mem-fraction-static 0.85"
+    added = {
+        "baseline": "",
+        "cuda-graph-bs128": " --cuda-graph-max-bs 128",
+        "no-custom-ar": " --disable-custom-all-reduce",
+        "sbo": " --enable-single-batch-overlap",
+        "ngram-spec": " --speculative-algorithm NGRAM --attention-backend triton",
+        "moe-triton": " --moe-runner-backend triton",
+        "bad-flag": " --no-such-flag",
+    }
+    assert list(sweep.variants) == list(added)
+    for stack, model, variant in sweep.cells:
+        spec = sweep.spec(stack, model, variant)
+        assert spec["command"][1:9] == [
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "<model>",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "<port>",
+        ]
+        assert " ".join(spec["command"][9:]) == base + added[variant], variant
+        assert spec["gpus"] == 1 and spec["env"] == {}
+    # Speculative decoding must give the baseline's answers: the correctness pass checks.
+    assert sweep.must_match("ngram-spec") and not sweep.must_match("cuda-graph-bs128")
 
 
 def requirement_pins(path: Path) -> dict[str, str]:

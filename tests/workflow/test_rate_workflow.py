@@ -161,6 +161,6 @@ def test_capacity_search_stays_under_the_servers_true_capacity(tmp_path):
     assert (cap_row["variant"], cap_row["compared_variant"]) == ("wide", "baseline")
     assert float(cap_row["mean"]) == capacities["wide"]
     assert float(cap_row["mean_ref"]) == capacities["baseline"]
-    assert cap_row["verdict"] == "inconclusive (n < 2)"
+    assert cap_row["verdict"] == "inconclusive (too few boots)"
     html = (tmp_path / "results" / "report.html").read_text()
     assert "Max load within the SLO" in html

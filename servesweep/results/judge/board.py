@@ -89,7 +89,10 @@ class Judging(NamedTuple):
         higher is better unless it is a latency, where it is not one of METRICS)."""
         if self.objective in metrics:
             return dict(metrics)
-        return {self.objective: Metric(self.objective, not self.objective.endswith("_ms"))}
+        return {
+            self.objective: Metric(self.objective, not self.objective.endswith("_ms")),
+            **metrics,
+        }
 
 
 class Boots(NamedTuple):

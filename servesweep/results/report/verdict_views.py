@@ -66,7 +66,7 @@ def basis(c) -> str:
     df = _num(c.df)
     if math.isnan(df):
         return f"{int(c.n)} / {int(c.n_ref)} boots, no scatter to judge by"
-    used = {"pooled": "pooled scatter", "own": "own scatter (Welch)"}.get(str(c.variance), "")
+    used = {"pooled": "pooled scatter", "own": "a side's own scatter"}.get(str(c.variance), "")
     return f"{int(c.n)} / {int(c.n_ref)} boots, df {df:.0f}, {used}"
 
 
@@ -310,15 +310,9 @@ def first_boot_rows(summary: pd.DataFrame, judging: Judging) -> list[dict]:
     return rows
 
 
-def own_scatter(verdicts: pd.DataFrame) -> list[str]:
-    """The variants (or baselines) the guard judged on their own scatter: their boots
-    scatter more than the rest's, so the premise does not hold for them."""
-    if "variance" not in verdicts:
-        return []
-    v = verdicts[(verdicts["variance"] == "own") & (verdicts["family"] == PRIMARY)]
-    return sorted(
-        {
-            f"{r.variant} vs {r.compared_variant} ({r.stack} / {r.model})"
-            for r in v.itertuples(index=False)
-        }
-    )
+def own_scatter(summary: pd.DataFrame, judging: Judging) -> list[str]:
+    """The configurations the guard judged by their own scatter (on the objective): their
+    boots scatter more than the rest's, so the premise does not hold for them."""
+    cells = summary_cell_stats(summary, judging, judging.objective)
+    flagged = dict.fromkeys(k[:3] for k, s in cells.items() if s.variance == "own")
+    return [f"{variant} ({stack} / {model})" for stack, model, variant in flagged]

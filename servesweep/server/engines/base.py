@@ -6,7 +6,10 @@ import json
 import math
 import re
 import time
+from collections.abc import Mapping
+from pathlib import Path
 
+from servesweep.server.engines.caches import cache_state, note_growth
 from servesweep.server.engines.prometheus import parse_prometheus
 from servesweep.server.http import http_request
 
@@ -201,6 +204,29 @@ class Engine:
         default)."""
         return {}
 
+    def level_figures(self, counters: dict[str, float]) -> dict:
+        """The level's own rates from its counters' growth (`server_counters`), named by
+        HEADLINE_KEYS: `prefix_cache_hit_rate`, `spec_accept_length`, `spec_accept_rate`
+        where the engine counts what they need; {} by default. servesweep.run.boot puts
+        them into the headline of the snapshot after the level, in place of the gauges'
+        point values (a gauge read at idle says 0, a cumulative rate mixes earlier levels)."""
+        return {}
+
+    def cache_dirs(self, env: Mapping[str, str]) -> dict[str, Path]:
+        """The compile caches that outlive a boot (name -> directory), as the server with
+        environment `env` would find them (servesweep.server.engines.caches); none by
+        default."""
+        return {}
+
+    def cache_state(self, env: Mapping[str, str]) -> dict:
+        """Boot facts read before a launch: `caches` (cold / warm / partial) and
+        `cache_dirs` (what each held); {} for an engine without cache directories."""
+        return cache_state(self.cache_dirs(env))
+
+    def note_cache_growth(self, facts: dict, env: Mapping[str, str]) -> None:
+        """After a boot: what each cache directory of `facts` holds now."""
+        note_growth(facts, self.cache_dirs(env))
+
     def _post_until_ok(self, url: str, timeout_s: float, retry_on=(400,)) -> bool:
         """POST until 200; statuses in `retry_on` mean "busy, try again shortly"."""
         deadline = time.monotonic() + timeout_s
@@ -221,6 +247,7 @@ HEADLINE_KEYS = {
     "kv_cache_usage": "share of the KV cache in use (0-1)",
     "prefix_cache_hit_rate": "share of prompt tokens served from the prefix cache (0-1)",
     "spec_accept_length": "mean tokens accepted per speculative step, the verified one included",
+    "spec_accept_rate": "share of proposed draft tokens accepted (0-1)",
     "gen_throughput": "the server's own generation throughput estimate (tok/s)",
     "version": "the engine's version",
 }

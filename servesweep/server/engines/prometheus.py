@@ -51,11 +51,20 @@ def metric_mean(metrics: dict[str, float], name: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def counter_total(counters: dict[str, float], name: str) -> float:
+    """A counter's growth summed over its label sets (0 where it did not grow or is absent),
+    from `counter_delta`'s result."""
+    return sum(v for k, v in counters.items() if k == name or k.startswith(name + "{"))
+
+
 def counter_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """after - before for counters and histogram/summary sums and counts: what one level
-    added. Gauges (queue length, cache usage) are point values and are left out."""
+    added. Gauges (queue length, cache usage) are point values and are left out. A series
+    only in `after` started during the level, from 0: a labelled counter appears on the
+    page when it is first incremented (SGLang's `cached_tokens_total{cache_source=...}`
+    is absent until the first prefix hit, so a first level's hits were lost without it)."""
     return {
-        key: after[key] - before[key]
+        key: after[key] - before.get(key, 0.0)
         for key in after
-        if key in before and key.split("{", 1)[0].endswith(("_total", "_sum", "_count"))
+        if key.split("{", 1)[0].endswith(("_total", "_sum", "_count"))
     }

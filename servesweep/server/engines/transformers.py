@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from servesweep.server.engines.base import Engine, check_reserved, flags_to_args
+from servesweep.server.engines.caches import inductor_cache, triton_cache, xdg_cache
 
 
 class TransformersEngine(Engine):
@@ -45,3 +47,18 @@ class TransformersEngine(Engine):
         return {}
 
     # token_ids_fields stays {}: 5.24 answers `return_token_ids` with HTTP 422.
+
+    def cache_dirs(self, env: Mapping[str, str]) -> dict[str, Path]:
+        # transformers compiles only when asked (torch.compile: Inductor's cache, and
+        # Triton's on a GPU); its hub kernels (`kernels`) are fetched into the hub cache.
+        # On the CPU default all three stay empty: every boot is "cold", and the report's
+        # first-boot contrast says whether that matters (it compiles nothing on first use).
+        hub = (
+            env.get("HF_HUB_CACHE")
+            or Path(env.get("HF_HOME") or xdg_cache(env) / "huggingface") / "hub"
+        )
+        return {
+            "torch-inductor": inductor_cache(env),
+            "triton": triton_cache(env),
+            "hf-kernels": Path(env.get("HF_KERNELS_CACHE") or Path(hub).parent / "kernels"),
+        }

@@ -24,9 +24,17 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Mapping
+from pathlib import Path
 
 from servesweep.server.engines.base import Engine
-from servesweep.server.engines.prometheus import metric_mean, metric_sum
+from servesweep.server.engines.caches import (
+    flashinfer_cache,
+    inductor_cache,
+    triton_cache,
+    xdg_cache,
+)
+from servesweep.server.engines.prometheus import counter_total, metric_mean, metric_sum
 from servesweep.server.http import http_request
 
 
@@ -87,6 +95,34 @@ class VLLMEngine(Engine):
             log_text,
         ):
             out["compile_cache"] = "miss"
+        return out
+
+    def cache_dirs(self, env: Mapping[str, str]) -> dict[str, Path]:
+        # torch.compile's graphs live under vLLM's own root (torch_compile_cache); Triton's
+        # fused-MoE kernels, Inductor's and FlashInfer's JIT in theirs.
+        return {
+            "vllm": Path(env.get("VLLM_CACHE_ROOT") or xdg_cache(env) / "vllm"),
+            "triton": triton_cache(env),
+            "torch-inductor": inductor_cache(env),
+            "flashinfer": flashinfer_cache(env),
+        }
+
+    def level_figures(self, counters: dict[str, float]) -> dict:
+        """The level's prefix-cache hit rate (hits over queries, in tokens) and speculative
+        decoding's accept length (1 + accepted per draft) and rate (accepted per draft
+        token), from its counters."""
+        total = lambda name: counter_total(counters, name)  # noqa: E731
+        out = {}
+        queries = total("vllm:prefix_cache_queries_total")
+        if queries > 0:
+            out["prefix_cache_hit_rate"] = round(total("vllm:prefix_cache_hits_total") / queries, 4)
+        drafts = total("vllm:spec_decode_num_drafts_total")
+        accepted = total("vllm:spec_decode_num_accepted_tokens_total")
+        if drafts > 0:
+            out["spec_accept_length"] = round(1 + accepted / drafts, 3)
+        proposed = total("vllm:spec_decode_num_draft_tokens_total")
+        if proposed > 0:
+            out["spec_accept_rate"] = round(accepted / proposed, 4)
         return out
 
     def served_model_name(self, model_path: str) -> str | None:

@@ -12,6 +12,7 @@ LEVELS = (1, 4, 16, 64)
 VARIANTS = {"baseline": 0.0, "faster": TRUTH, "copy-1": 0.0, "copy-2": 0.0}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("boots", [2, 3])
 @pytest.mark.parametrize("noise", [BOOT_LEVEL[-1], REQUEST_LEVEL], ids=["boots", "requests"])
 def test_coverage(noise, boots):

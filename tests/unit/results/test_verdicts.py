@@ -418,3 +418,24 @@ def test_a_significant_change_inside_the_margin_is_no_meaningful_change_in_words
     assert c.verdict == SMALL
     (line,) = verdict_views.verdict_lines(to_frame(out))
     assert line == "v (s / m): no meaningful change at 8"
+
+
+def test_a_goodput_objective_is_primary_and_the_latencies_stay_secondary():
+    lat = {"median_ttft_ms": 50.0, "goodput_output_throughput": 0.0}
+    base, fast = [100.0, 101.0, 99.0], [150.0, 152.0, 148.0]
+    groups = [
+        [{**r, "goodput_output_throughput": r["output_throughput"]} for r in rows(v, x, **lat)]
+        for v, x in (("baseline", base), ("fast", fast))
+    ]
+    metrics = {**THROUGHPUT, "median_ttft_ms": Metric("median_ttft_ms", False, ("ttft_ms", 50))}
+    out = judge(*groups, metrics=metrics, objective="goodput_output_throughput")
+    fam = {c.metric: c.family for c in out}
+    assert fam == {
+        "goodput_output_throughput": PRIMARY,
+        "output_throughput": SECONDARY,
+        "median_ttft_ms": SECONDARY,
+    }
+    assert (
+        by_variant([c for c in out if c.family == PRIMARY])[("s", "fast", "variant")].verdict
+        == FASTER
+    )

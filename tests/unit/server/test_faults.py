@@ -373,3 +373,34 @@ def test_scheduler_info_names_the_slurm_job(monkeypatch):
     info = scheduler_info()
     assert info["slurm_job_id"] == "4242" and info["hostname"]
     assert job_deadline(60, started=1000.0) == 1900.0  # the earlier of the two
+
+
+def test_boot_facts_say_what_the_compile_caches_held(tmp_path, tiny_model, monkeypatch):
+    # An engine's cache directories as the launch found them, and after the boot: one holds
+    # a kernel, one is empty (a cache a later boot would fill), so the boot was `partial`.
+    from servesweep.server.engines.command import CommandEngine
+
+    warm, empty = tmp_path / "warm", tmp_path / "empty"
+    warm.mkdir()
+    (warm / "kernel.bin").write_bytes(b"k" * 64)
+    seen = []
+
+    def cache_dirs(self, env):
+        seen.append(env["PATH"])  # named from the server's own environment
+        return {"warm": warm, "empty": empty}
+
+    monkeypatch.setattr(CommandEngine, "cache_dirs", cache_dirs)
+    cell = run(tmp_path, tiny_model, {}, levels=(1,))
+    assert cell["status"] == "ok", cell["failure"]
+    facts = cell["boot_facts"]
+    assert facts["caches"] == "partial"
+    assert facts["cache_dirs"]["warm"] == {
+        "path": str(warm),
+        "files": 1,
+        "bytes": 64,
+        "files_after_boot": 1,
+        "bytes_after_boot": 64,
+    }
+    assert facts["cache_dirs"]["empty"]["files"] == 0
+    assert len(seen) == 2  # read before the launch and after the boot
+    assert_nothing_left(cell)

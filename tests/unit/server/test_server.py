@@ -22,7 +22,9 @@ SERVER = textwrap.dedent(
     if "argparse" in mode:  # parse the flags after the mode, as servers do
         import argparse
         print("INFO importing everything first (vLLM logs ImportError warnings here)", flush=True)
-        parser = argparse.ArgumentParser(prog="api_server.py")
+        # SGLang 0.5.17's parser is "sglang serve" (server_args.prepare_server_args).
+        prog = "sglang serve" if "sglang" in mode else "api_server.py"
+        parser = argparse.ArgumentParser(prog=prog)
         parser.add_argument("--max-model-len", type=int)
         parser.parse_args(sys.argv[3:])
     if "ignore-term" in mode:
@@ -154,6 +156,36 @@ def test_rejected_flag_is_its_own_cause(tmp_path):
         wait_ready(good, "/health", "/v1/models", "m", 20, generate=GOOD)
     finally:
         good.stop(grace_s=1)
+
+
+def test_sglang_rejected_flag_is_its_own_cause(tmp_path):
+    # SGLang 0.5.17 refuses a flag as "sglang serve: error: ..." (a prog of two words).
+    server = launch(tmp_path, "argparse-sglang", "--no-such-flag")
+    try:
+        with pytest.raises(BootFailure) as err:
+            wait_ready(server, "/health", "/v1/models", "m", 20, generate=GOOD)
+    finally:
+        server.stop(grace_s=1)
+    assert (server.returncode, err.value.cause) == (2, "rejected_args")
+    assert err.value.message.endswith("sglang serve: error: unrecognized arguments: --no-such-flag")
+
+
+# SGLang 0.5.17 refusing --enable-single-batch-overlap on the H200 (its server.log's end):
+# the scheduler raised, the main process killed its own tree with SIGKILL.
+SGLANG_SELF_KILL = (
+    "    raise ValueError(\n"
+    "ValueError: SBO (single batch overlap) is not supported on SM90 GPUs with latest "
+    "sgl-deep-gemm wheel. Please try removing --enable-single-batch-overlap argument.\n\n"
+    "[2026-12-03 14:50:06] Received sigquit from a child process. It usually means the child "
+    "failed.\n"
+    "[2026-12-03 14:50:06] kill_process_tree called: parent_pid=3424, include_parent=True, "
+    "pid=3424\n"
+)
+
+
+def test_a_server_that_killed_itself_is_not_the_oom_killer():
+    assert classify_exit(-9, SGLANG_SELF_KILL) == "died"
+    assert classify_exit(-9, "INFO serving\n") == "oom"  # a bare SIGKILL still is
 
 
 def test_argparse_error_needs_exit_status_2():

@@ -1,4 +1,4 @@
-"""`vllm bench serve`, kept loaded between runs: benchmarks/vllm_parity.py starts this once
+"""`vllm bench serve`, kept loaded between runs: benchmarks/gpu/vllm_parity.py starts this once
 under the stack's interpreter (the one with vLLM) and sends it one run per line.
 
 Each line on stdin is a JSON object {"argv": [...], "out": PATH}: `argv` are `vllm bench

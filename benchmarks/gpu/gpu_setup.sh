@@ -1,5 +1,5 @@
 # Source from the repo root on a GPU machine without network, wheels in .whl/:
-#   . benchmarks/gpu_setup.sh
+#   . benchmarks/gpu/gpu_setup.sh
 # Installs the carried wheels (no index, no deps): every wheel but transformers' and
 # sglang's into /tmp/site (Snakemake, transformers serve's web deps), the transformers
 # wheel alone into /tmp/site-new (the second stack), sglang's into /tmp/site (the peer

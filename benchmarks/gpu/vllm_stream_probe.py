@@ -16,9 +16,9 @@ names the chunks where the two part:
 - `split`: a chunk whose text encodes to more tokens than it carried (the gate's slack
   the other way).
 
-    python benchmarks/vllm_stream_probe.py explain PROBE.jsonl --tokenizer DIR/tokenizer.json
+    python benchmarks/gpu/vllm_stream_probe.py explain PROBE.jsonl --tokenizer DIR/tokenizer.json
 
-Run on the H200 by benchmarks/vllm_parity.py (`--probe-levels`), which writes PROBE.jsonl.
+Run on the H200 by benchmarks/gpu/vllm_parity.py (`--probe-levels`), which writes PROBE.jsonl.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from servesweep.bench.request_records import token_counts  # noqa: E402

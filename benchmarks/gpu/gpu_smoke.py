@@ -1,6 +1,6 @@
 """One end-to-end servesweep run through the package's own lifecycle (no Snakemake).
 
-    PYTHONUNBUFFERED=1 PYTHONPATH=.:/tmp/site python3 benchmarks/gpu_smoke.py OUT [options]
+    PYTHONUNBUFFERED=1 PYTHONPATH=.:/tmp/site python3 benchmarks/gpu/gpu_smoke.py OUT [options]
 
 For a GPU box without Snakemake (the lent H200 ran it with wheels carried in .whl and a
 copy of the package in .gpu: PYTHONPATH=.gpu:/tmp/site).

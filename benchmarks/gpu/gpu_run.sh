@@ -2,7 +2,7 @@
 # The workflow on one GPU machine without network (the lent H200): both stacks, the
 # synthetic MoE, config/examples/h200-transformers.yaml, then the client benchmarks.
 #
-#   bash benchmarks/gpu_run.sh OUT STEP...      from the repo root, wheels in .whl/
+#   bash benchmarks/gpu/gpu_run.sh OUT STEP...  from the repo root, wheels in .whl/
 #
 # Steps, in the order given (each is rerunnable: Snakemake reruns only what is missing):
 #   first    every cell's first boot (r0), so a short call already holds one of each
@@ -22,7 +22,7 @@ shift
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-. benchmarks/gpu_setup.sh || exit 1
+. benchmarks/gpu/gpu_setup.sh || exit 1
 CFG=${SERVESWEEP_GPU_CONFIG:-config/examples/h200-transformers.yaml}
 STACKS="tf-5.17 tf-5.24"
 VARIANTS="baseline cuda-graphs"

@@ -1,0 +1,220 @@
+"""The GPU recipes' shell library (benchmarks/gpu/lib.sh) the way a device call uses it, with
+the device's /tmp simulated in a temp dir: wheels rewritten stored, packed into one
+reproducible tar.xz in parts, each part carried and checked as it lands, joined, verified,
+installed with --no-index --no-deps --target, and the stack's interpreter run; a damaged or
+missing piece stops it with one line; every wait has a deadline."""
+
+import base64
+import hashlib
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LIB = ROOT / "benchmarks" / "gpu" / "lib.sh"
+
+
+def sh(script: str, cwd: Path, **env) -> subprocess.CompletedProcess:
+    """bash with lib.sh sourced; `env` on top of ours (PY: the interpreter to install with)."""
+    full = {**os.environ, "PY": sys.executable, "GPU_PART": "4K", **env}
+    return subprocess.run(
+        ["bash", "-c", f". {LIB}\n{script}"],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def make_wheel(directory: Path, name: str, payload: bytes, when=(2020, 5, 6, 7, 8, 9)) -> Path:
+    """A pure-Python wheel as PyPI serves them (deflated, its own timestamps), RECORD right."""
+    files = {
+        f"{name}/__init__.py": f"VALUE = {name!r}\nSIZE = {len(payload)}\n".encode(),
+        f"{name}/data.bin": payload,
+        f"{name}-1.0.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()
+        ),
+        f"{name}-1.0.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = ""
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record += f"{path},sha256={digest},{len(data)}\n"
+    record += f"{name}-1.0.dist-info/RECORD,,\n"
+    files[f"{name}-1.0.dist-info/RECORD"] = record.encode()
+    path = directory / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for member, data in files.items():
+            z.writestr(zipfile.ZipInfo(member, date_time=when), data)
+    return path
+
+
+@pytest.fixture
+def wheels(tmp_path) -> Path:
+    src = tmp_path / "dl"
+    src.mkdir()
+    # Incompressible payloads: the tar.xz needs several 4 KiB parts.
+    make_wheel(src, "alpha", os.urandom(9000))
+    make_wheel(src, "beta", os.urandom(5000))
+    return src
+
+
+def pack(tmp_path: Path, src: Path, dest: str) -> Path:
+    out = tmp_path / dest
+    r = sh(
+        f"wheels_stored {src} {out}-stored && wheels_pack {out}-stored {out}",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def carry(dest: Path, device_tmp: Path) -> None:
+    """What the documented part calls do there, one folder a call, each part checked."""
+    device_tmp.mkdir(parents=True, exist_ok=True)
+    parts = sorted(p for p in dest.iterdir() if p.is_dir())
+    for folder in parts:
+        for f in folder.iterdir():
+            (device_tmp / f.name).write_bytes(f.read_bytes())
+        r = subprocess.run(
+            "sha256sum -c part.*.sha256", shell=True, cwd=device_tmp, capture_output=True
+        )
+        assert r.returncode == 0, r.stdout
+
+
+def test_pack_carry_join_install_run(tmp_path, wheels):
+    dest = pack(tmp_path, wheels, "whl")
+    parts = sorted(p.name for p in dest.iterdir() if p.is_dir())
+    assert len(parts) >= 3, parts  # several calls' worth
+    last = dest / parts[-1]
+    assert (last / "SHA256").read_text() == (dest / "SHA256").read_text()  # travels with it
+    sums = (dest / "SHA256").read_text()
+    assert "whl/alpha-1.0-py3-none-any.whl" in sums and " wheels.tar\n" in sums
+    # Each stored wheel is an uncompressed zip that pip installs unchanged.
+    stored = tmp_path / "whl-stored" / "alpha-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(stored) as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
+        assert {i.date_time for i in z.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+        assert z.namelist()[-1].endswith(".dist-info/WHEEL")  # the dist-info last
+
+    device = tmp_path / "device-tmp"
+    carry(dest, device / "sglang-wheels")
+    site, python = device / "site-sglang", device / "stack-sglang" / "bin" / "python3"
+    r = sh(
+        f"wheels_join {device}/sglang-wheels && wheels_install {device}/sglang-wheels {site} && "
+        f"stack_python {python} {site} CUDA_HOME=/usr/local/cuda-13.0 'PATH+=${{CUDA_HOME}}/bin'",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "every sum matches" in r.stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CUDA_HOME")}
+    out = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import os, alpha, beta; print(alpha.SIZE, beta.VALUE, "
+            "os.environ['CUDA_HOME'], os.environ['PATH'].split(':')[0])",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert out.stdout.split() == [
+        "9000",
+        "beta",
+        "/usr/local/cuda-13.0",
+        "/usr/local/cuda-13.0/bin",
+    ], out.stderr
+
+
+def test_the_same_wheels_pack_to_the_same_bytes(tmp_path, wheels):
+    first = (pack(tmp_path, wheels, "a") / "SHA256").read_text()
+    # The same files downloaded again: other mtimes, another order on disk.
+    for f in wheels.iterdir():
+        os.utime(f, (time.time() + 3600, time.time() + 3600))
+    second = (pack(tmp_path, wheels, "b") / "SHA256").read_text()
+    assert first == second
+    # A wheel rebuilt with other timestamps inside (an sdist built twice) too.
+    make_wheel(wheels, "beta", b"x", when=(2024, 1, 1, 0, 0, 0))
+    third = (pack(tmp_path, wheels, "c") / "SHA256").read_text()
+    make_wheel(wheels, "beta", b"x", when=(2025, 2, 2, 2, 2, 2))
+    assert (pack(tmp_path, wheels, "d") / "SHA256").read_text() == third != first
+
+
+def test_a_damaged_or_missing_piece_stops_the_join(tmp_path, wheels):
+    dest = pack(tmp_path, wheels, "whl")
+    device = tmp_path / "dev"
+    carry(dest, device)
+    part = sorted(device.glob("part.?"))[1]
+    data = bytearray(part.read_bytes())
+    data[10] ^= 0xFF
+    part.write_bytes(bytes(data))
+    r = sh(f"wheels_join {device}", tmp_path)
+    assert r.returncode != 0 and "FAILED: wheels_join: a part in" in r.stderr
+    # A part that never came.
+    device = tmp_path / "dev2"
+    carry(dest, device)
+    part = device / part.name
+    part.unlink()
+    (device / (part.name + ".sha256")).unlink()
+    r = sh(f"wheels_join {device}", tmp_path)
+    assert r.returncode != 0 and "parts in" in r.stderr
+    # The sums that travel with the last part, missing.
+    (device / "SHA256").unlink()
+    r = sh(f"wheels_join {device}", tmp_path)
+    assert r.returncode != 0 and "SHA256 missing" in r.stderr
+
+
+def test_two_versions_of_one_name_are_refused(tmp_path, wheels):
+    other = wheels / "alpha-2.0-py3-none-any.whl"
+    other.write_bytes((wheels / "alpha-1.0-py3-none-any.whl").read_bytes())
+    r = sh(f"wheels_stored {wheels} {tmp_path}/s", tmp_path)
+    assert r.returncode != 0 and "two versions of alpha" in r.stderr
+
+
+def test_every_wait_has_a_deadline(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        start = time.monotonic()
+        r = sh(f"wait_pid {sleeper.pid} 2; echo rc=$?", tmp_path)
+        assert r.stdout.strip() == "rc=1" and time.monotonic() - start < 10
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    quick = subprocess.Popen(["sleep", "0.2"])
+    r = sh(f"wait_pid {quick.pid} 30; echo rc=$?", tmp_path)
+    quick.wait()
+    assert r.stdout.strip() == "rc=0"
+
+
+def test_what_travels_is_ignored_and_the_devtree_is_a_commit(tmp_path):
+    main, work = tmp_path / "main", tmp_path / "work"
+    for repo in (main, work):
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (work / "a.txt").write_text("committed\n")
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    (work / "a.txt").write_text("not committed\n")
+    r = sh(f"exclude_add {main} .devtree .sglang-whl && devtree_make {work} {main}", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "uncommitted changes" in r.stderr  # said, and left out
+    assert (main / ".devtree" / "a.txt").read_text() == "committed\n"
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert (main / ".devtree" / "COMMIT").read_text() == head
+    (main / ".sglang-whl").mkdir()
+    (main / ".sglang-whl" / "part.0").write_bytes(b"x")
+    untracked = subprocess.run(
+        ["git", "-C", str(main), "ls-files", "-o", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+    )
+    assert untracked.stdout == ""  # nothing of it travels unless a call carries it
