@@ -158,7 +158,9 @@ class Replay:
         s.valid, s.failures, s.problems, pending = [], 0, set(), []
         j = s.start
         while j < s.start + s.requested or (
-            len([b for b in s.valid if not self.uncounted(b)]) + len(pending) < n
+            len([b for b in s.valid if not self.uncounted(b)])
+            + len([k for k in pending if not self.uncounted(k.boot)])
+            < n
             and s.failures <= self.spec.reference_retries
         ):
             s.requested = max(s.requested, j - s.start + 1)
