@@ -1,36 +1,68 @@
-"""What the hunt costs and how often it ends at the true best, against fixed-repeat searches,
-on the simulator (servesweep.hunt.simulate: known truth, lognormal boot noise).
+"""What the hunt's decisions cost and how often it ends at the true best, against every
+fixed-repeat search a user could run instead, on the same worlds through one machine model.
 
-    PYTHONPATH=. python benchmarks/hunt_cost.py [--seeds 500] [--cv 0.02] [--drift 0.0]
-        [--set boots_min=2 alpha_spending=pocock ...]
+    PYTHONPATH=. python benchmarks/hunt_cost.py [--seeds 500] [--jobs 2]
+        [--scenarios cv2,cv5,...] [--set boots_max=11 first_boot=drop ...] [--out FILE]
 
 Each seed draws a world of 5 candidates over 2 counted levels: two winners (+5..12 % at one
 or both levels), one null (0 %), one loser (-3..-10 %), one crasher; in half the worlds the
 two winners are redundant (together only as good as the better one). The true best is the
 valid set with the largest true geometric-mean gain over the levels, worse at no level
-(fewest members on a tie). A method "ends at the true best" when its final set's true value
-is within --tolerance-pct (1 %) of that best value (two winners of 6.3 and 6.8 % are the
-same to any search at CV 2 %); also reported: the exact best value, and exactly the minimal
-best set (no zero-effect member). Compared, on the same world and the same noise model:
-- hunt: the defaults of servesweep.hunt.spec.HuntSpec, confirm and ablation included;
-- grid: every combination, 5 boots each (a crashing one costs 1 boot), best mean;
-- greedy: rounds like the hunt's (fresh incumbent + every remaining candidate on top, 5
-  boots each), adopt the best mean if it beats the incumbent's, stop when none does;
-- one-pass greedy (the by-hand style): each candidate once in list order, 5 boots, kept if
-  its mean beats the incumbent's (whose boots are the last kept arm's).
-"Mean" is the mean over levels of the mean log value. Writes
-benchmarks/results/hunt_cost.json and prints a table.
+(fewest members on a tie).
+
+Every method measures through a `Machine` (the same seed gives every method the same world
+and the same first-boot penalties, its own draws of boot noise): each boot multiplies the
+true value by lognormal noise of the scenario's CV; a crashing set's boot costs a boot.
+Scenarios (the noise users have): boot CV 2, 5 and 10 %; first boots (a configuration's
+first boot slower by 10-70 % at one level, drawn per configuration, CV 2 %); a noisy arm
+(every set with the null candidate scatters 3x, CV 2 %); drift (the machine's speed a
+random walk, 2 % a step every 10 boots, CV 2 %).
+
+Methods:
+- hunt: servesweep.hunt's defaults (`--set` overrides), its confirm and ablations
+  included;
+- round greedy, K boots an arm (K = 2, 3, 5): rounds like the hunt's (fresh incumbent +
+  every remaining candidate on top, K boots each), adopt the best mean if it beats the
+  incumbent's, stop when none does;
+- one-pass greedy, K boots an arm (the by-hand style): each candidate once in list order,
+  kept if its mean beats the incumbent's (whose boots are the last kept arm's);
+- grid, K boots a set (K = 2, 3, 5): every combination, the best mean;
+- tuner: one boot per trial over every combination, the highest single measurement wins
+  (what Optuna / auto-tune-style tuners do with one measurement a trial).
+"Mean": over levels of the mean log value.
+
+Measures: boots (mean, median, p90), GPU-hours, true best (within 1 %), exact best value,
+exactly the minimal best set, a useless member in the final (removing it changes the true
+value by under 1 % at every level), a harmful member (removing it raises the true value by
+1 % or more at some level), undecided arms (the hunt). Per scenario: whether the hunt is on
+the Pareto front of (mean boots, true best) against every fixed-K greedy, and its boots
+against the strongest fair comparator: the cheapest fixed-K greedy at least as often at the
+true best. Also, on the production path (one round, no checks, `--error-seeds` seeds each,
+boot CV 2, 5 and 10 %): the share of rounds of m = 1, 3, 5 identical candidates that adopt
+one; the share adopting a candidate that gains δ at one level (alone, and among 3 identical
+ones) against the power the round's plan states, and its estimate when adopted (the
+winner's curse); +8 % at one level with -5 % at the other. And other settings of the hunt
+on the same worlds (`TRIED`, hunt only). Writes benchmarks/results/hunt_cost.json and
+prints a table per scenario.
+
+For a "before" row, run the same file with PYTHONPATH at an older checkout (it drives the
+hunt through `servesweep.hunt.state.replay`, or `advance` where that is its name) and
+`--tried-seeds 0`: benchmarks/results/hunt_cost_before.json is main at 18f53c1 so.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import itertools
 import math
 import sys
 import time
+from collections import defaultdict
+from multiprocessing import Pool
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,110 +72,434 @@ sys.path.insert(0, str(HERE))
 from record import write_result  # noqa: E402
 
 from servesweep.hunt import spec as hs  # noqa: E402
-from servesweep.hunt.simulate import Noise, Truth, measure, run  # noqa: E402
+from servesweep.hunt import state as hstate  # noqa: E402
 
+REPLAY = getattr(hstate, "replay", None) or hstate.advance
 LEVELS = (1, 256)
 BASE = {1: 9.0, 256: 350.0}
 NAMES = ("w1", "w2", "null", "lose", "crash")
-FIXED = 5  # boots per arm of the fixed-repeat searches
+KS = (2, 3, 5)
 GPU_HOURS_PER_BOOT = 8 * 0.25  # 8 GPUs, 15 min a boot (launch, warm-up, levels)
-TOLERANCE_PCT = 1.0  # "ends at the true best": within this of the best reachable true value
+TOLERANCE = math.log1p(0.01)  # "true best", "useless", "harmful": 1 %
 
 
-def world(rng: np.random.Generator) -> Truth:
+class Scenario(NamedTuple):
+    cv: float
+    first_boot: tuple[float, float] | None = None  # r0 slower by U(lo, hi) at one level
+    noisy: str | None = None  # this candidate's sets scatter 3x
+    drift_cv: float = 0.0  # speed random-walk step every DRIFT_EVERY boots
+
+
+DRIFT_EVERY = 10
+SCENARIOS = {
+    "cv2": Scenario(0.02),
+    "cv5": Scenario(0.05),
+    "cv10": Scenario(0.10),
+    "first-boot": Scenario(0.02, first_boot=(0.10, 0.70)),
+    "noisy-arm": Scenario(0.02, noisy="null"),
+    "drift": Scenario(0.02, drift_cv=0.02),
+}
+
+
+def world(rng: np.random.Generator) -> dict:
+    """True factor per level of each candidate, and the redundancy of the two winners."""
     effects = {}
     for w in ("w1", "w2"):
         gain = rng.uniform(0.05, 0.12)
         both = rng.random() < 0.5
         effects[w] = {LEVELS[0]: 1 + gain, LEVELS[1]: 1 + gain if both else 1.0}
-    effects["null"] = 1.0
-    effects["lose"] = 1 - rng.uniform(0.03, 0.10)
-    interactions = {}
-    if rng.random() < 0.5:  # redundant winners: together as good as the better alone
-        interactions[frozenset({"w1", "w2"})] = {
-            lv: 1 / min(effects["w1"][lv], effects["w2"][lv]) for lv in LEVELS
-        }
-    return _Truth(BASE, effects, interactions, frozenset({"crash"}))
+    effects["null"] = dict.fromkeys(LEVELS, 1.0)
+    loss = 1 - rng.uniform(0.03, 0.10)
+    effects["lose"] = dict.fromkeys(LEVELS, loss)
+    effects["crash"] = dict.fromkeys(LEVELS, 1.0)
+    redundant = rng.random() < 0.5
+    return {"effects": effects, "redundant": redundant}
 
 
-class _Truth(Truth):
-    def factor(self, members, level):  # interactions per level
-        have = set(members)
-        f = 1.0
-        for name in have:
-            e = self.effects.get(name, 1.0)
-            f *= e.get(level, 1.0) if isinstance(e, dict) else e
-        for group, extra in self.interactions.items():
-            if group <= have:
-                f *= extra[level]
-        return f
+def factor(w: dict, members, level) -> float:
+    have = set(members)
+    f = math.prod(w["effects"][m][level] for m in have)
+    if w["redundant"] and {"w1", "w2"} <= have:  # together only as good as the better
+        f /= min(w["effects"]["w1"][level], w["effects"]["w2"][level])
+    return f
 
 
-def score(truth: Truth, members) -> float:
-    return float(np.mean([math.log(truth.factor(members, lv)) for lv in LEVELS]))
+def log_value(w: dict, members) -> float:
+    return float(np.mean([math.log(factor(w, members, lv)) for lv in LEVELS]))
 
 
-def true_best(truth: Truth) -> tuple[float, frozenset]:
+def true_best(w: dict) -> tuple[float, frozenset]:
     best = (-math.inf, frozenset())
-    valid = [n for n in NAMES if n not in truth.crashers]
+    valid = [n for n in NAMES if n != "crash"]
     for k in range(len(valid) + 1):
         for combo in itertools.combinations(valid, k):
-            if any(truth.factor(combo, lv) < 1 - 1e-12 for lv in LEVELS):
+            if any(factor(w, combo, lv) < 1 - 1e-12 for lv in LEVELS):
                 continue
-            s = score(truth, combo)
+            s = log_value(w, combo)
             if s > best[0] + 1e-12:
                 best = (s, frozenset(combo))
     return best
 
 
-def fixed_mean(truth, noise, members, rng) -> tuple[float | None, int]:
-    """Mean over levels of the mean log value of FIXED boots; None when it crashes (1 boot)."""
-    boots = [measure(truth, noise, members, LEVELS, rng) for _ in range(FIXED)]
+class Boot(NamedTuple):
+    values: dict | None
+    failure: str | None = None
+    answers_changed: bool = False
+
+
+class Machine:
+    """One method's machine: its boots in the order it asks for them."""
+
+    def __init__(self, w: dict, sc: Scenario, seed: int, stream: int):
+        self.w, self.sc, self.seed = w, sc, seed
+        self.rng = np.random.default_rng([seed, stream])
+        self.boots, self.speed = 0, 1.0
+        self.booted: dict[frozenset, int] = defaultdict(int)
+
+    def penalty(self, members: frozenset) -> tuple[object, float]:
+        """A configuration's first-boot penalty, the same for every method (by its name)."""
+        digest = hashlib.sha256(f"{self.seed}/{sorted(members)}".encode()).digest()
+        u = np.random.default_rng(list(digest[:8])).random(2)
+        lo, hi = self.sc.first_boot
+        return LEVELS[int(u[0] * len(LEVELS))], 1 - (lo + (hi - lo) * u[1])
+
+    def boot(self, members) -> Boot:
+        members = frozenset(members)
+        first = self.booted[members] == 0
+        self.booted[members] += 1
+        self.boots += 1
+        if self.sc.drift_cv and self.boots % DRIFT_EVERY == 0:
+            self.speed *= float(np.exp(self.rng.normal(0, math.log1p(self.sc.drift_cv))))
+        if "crash" in members:
+            return Boot(None, "server exited during startup")
+        cv = self.sc.cv * (3.0 if self.sc.noisy in members else 1.0)
+        sigma = math.sqrt(math.log1p(cv**2))
+        values = {}
+        for lv in LEVELS:
+            v = BASE[lv] * factor(self.w, members, lv) * self.speed
+            values[lv] = v * float(np.exp(self.rng.normal(-(sigma**2) / 2, sigma)))
+        if first and self.sc.first_boot:
+            lv, f = self.penalty(members)
+            values[lv] *= f
+        return Boot(values)
+
+
+def mean_of(m: Machine, members, k: int) -> float | None:
+    """Mean over levels of the mean log value of k boots; None when it crashes (1 boot)."""
+    boots = [m.boot(members)]
     if boots[0].failure:
-        return None, 1
-    return float(np.mean([[math.log(b.values[lv]) for lv in LEVELS] for b in boots])), FIXED
+        return None
+    boots += [m.boot(members) for _ in range(k - 1)]
+    return float(np.mean([[math.log(b.values[lv]) for lv in LEVELS] for b in boots]))
 
 
-def grid(truth, noise, rng):
-    best, spent = (-math.inf, frozenset()), 0
-    for k in range(len(NAMES) + 1):
-        for combo in itertools.combinations(NAMES, k):
-            m, n = fixed_mean(truth, noise, combo, rng)
-            spent += n
-            if m is not None and m > best[0]:
-                best = (m, frozenset(combo))
-    return best[1], spent
+def grid(m: Machine, k: int):
+    best = (-math.inf, frozenset())
+    for n in range(len(NAMES) + 1):
+        for combo in itertools.combinations(NAMES, n):
+            v = mean_of(m, combo, k)
+            if v is not None and v > best[0]:
+                best = (v, frozenset(combo))
+    return best[1]
 
 
-def greedy(truth, noise, rng):
-    have, left, spent = frozenset(), list(NAMES), 0
+def greedy(m: Machine, k: int):
+    have, left = frozenset(), list(NAMES)
     while left:
-        ref, n = fixed_mean(truth, noise, have, rng)
-        spent += n
+        ref = mean_of(m, have, k)
         means = {}
         for c in list(left):
-            m, n = fixed_mean(truth, noise, have | {c}, rng)
-            spent += n
-            if m is None:
+            v = mean_of(m, have | {c}, k)
+            if v is None:
                 left.remove(c)
             else:
-                means[c] = m
+                means[c] = v
         if not means or max(means.values()) <= ref:
             break
         pick = max(means, key=means.get)
         have, left = have | {pick}, [c for c in left if c != pick]
-    return have, spent
+    return have
 
 
-def one_pass(truth, noise, rng):
+def one_pass(m: Machine, k: int):
     have = frozenset()
-    ref, spent = fixed_mean(truth, noise, have, rng)
+    ref = mean_of(m, have, k)
     for c in NAMES:
-        m, n = fixed_mean(truth, noise, have | {c}, rng)
-        spent += n
-        if m is not None and m > ref:
-            have, ref = have | {c}, m
-    return have, spent
+        v = mean_of(m, have | {c}, k)
+        if v is not None and v > ref:
+            have, ref = have | {c}, v
+    return have
+
+
+class HuntEnd(NamedTuple):
+    final: frozenset
+    undecided: bool
+    capped: bool
+    adopted_bias: list[float]  # adopted arm's estimate - truth at its level (log)
+    confirm_bias: list[float]
+    confirmed: bool | None
+
+
+def hunt(m: Machine, spec: hs.HuntSpec) -> HuntEnd:
+    obs: dict = {}
+    for _ in range(10_000):
+        state = REPLAY(spec, obs)
+        if state.done:
+            break
+        for key in state.needed:
+            members = state.members[key.variant]
+            obs[key] = hstate.BootResult(*m.boot(members))
+    else:
+        raise AssertionError("the hunt did not finish")
+    adopted_bias, confirm_bias, confirmed = [], [], None
+    w = m.w
+    for r in state.rounds:
+        ref_members = state.members[r.reference]
+        for a in r.arms:
+            if a.level is None or not math.isfinite(a.gain_pct):
+                continue
+            est = math.log1p(a.gain_pct / 100)
+            arm = state.members[a.variant]
+            if r.kind == "search" and a.candidate == r.adopted:
+                truth = math.log(factor(w, arm, a.level) / factor(w, ref_members, a.level))
+                adopted_bias.append(est - truth)
+            if a.role == "confirm":
+                truth = math.log(factor(w, ref_members, a.level) / factor(w, arm, a.level))
+                confirm_bias.append(est - truth)
+                confirmed = a.verdict == "confirmed"
+    arms = [a for r in state.rounds for a in r.arms]
+    plans = [getattr(r, "plan", None) for r in state.rounds]
+    return HuntEnd(
+        frozenset(getattr(state, "final", state.incumbent)),
+        any(a.verdict == "undecided" for a in arms),
+        any(p is not None and p.capped for p in plans),
+        adopted_bias,
+        confirm_bias,
+        confirmed,
+    )
+
+
+def members_flags(w: dict, final: frozenset) -> tuple[bool, bool]:
+    """(a useless member, a harmful member) in the final set."""
+    useless = harmful = False
+    for c in final:
+        rest = final - {c}
+        diff = [math.log(factor(w, final, lv) / factor(w, rest, lv)) for lv in LEVELS]
+        if min(diff) < -TOLERANCE:
+            harmful = True
+        elif max(diff) < TOLERANCE:
+            useless = True
+    return useless, harmful
+
+
+def methods() -> list[str]:
+    out = ["hunt"]
+    out += [f"round greedy K={k}" for k in KS]
+    out += [f"one-pass greedy K={k}" for k in KS]
+    out += [f"grid K={k}" for k in KS]
+    return [*out, "tuner (1 boot a trial)"]
+
+
+def one_world(task) -> dict:
+    """Every method on one (scenario, seed): per method its final set and boots."""
+    name, seed, overrides, only = task
+    sc = SCENARIOS[name]
+    w = world(np.random.default_rng([seed, 0]))
+    spec = hunt_spec(**overrides)
+    out = {}
+    for i, method in enumerate(methods()):
+        if only and not any(method.startswith(o) for o in only):
+            continue
+        m = Machine(w, sc, seed, stream=1 + i)
+        extra = {}
+        if method == "hunt":
+            end = hunt(m, spec)
+            final = end.final
+            extra = end._asdict()
+            extra.pop("final")
+        elif method.startswith("round greedy"):
+            final = greedy(m, int(method[-1]))
+        elif method.startswith("one-pass"):
+            final = one_pass(m, int(method[-1]))
+        elif method.startswith("grid"):
+            final = grid(m, int(method[-1]))
+        else:
+            final = grid(m, 1)
+        out[method] = {"final": sorted(final), "boots": m.boots, **extra}
+    return {"scenario": name, "seed": seed, "world": w, "methods": out}
+
+
+def summarise(runs: list[dict]) -> dict:
+    rows = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        w = run["world"]
+        best_value, best_set = true_best(w)
+        for method, r in run["methods"].items():
+            final = frozenset(r["final"])
+            value = log_value(w, final)
+            useless, harmful = members_flags(w, final)
+            row = rows[method]
+            row["boots"].append(r["boots"])
+            row["near"].append(value >= best_value - TOLERANCE - 1e-12)
+            row["exact"].append(value >= best_value - 1e-12)
+            row["minimal"].append(final == best_set)
+            row["useless"].append(useless)
+            row["harmful"].append(harmful)
+            for key in ("undecided", "capped", "confirmed"):
+                if key in r and r[key] is not None:
+                    row[key].append(bool(r[key]))
+            for key in ("adopted_bias", "confirm_bias"):
+                row[key] += r.get(key, [])
+    out = {}
+    for method, r in rows.items():
+        b = np.asarray(r["boots"], dtype=float)
+        s = {
+            "boots_mean": float(b.mean()),
+            "boots_median": float(np.median(b)),
+            "boots_p90": float(np.percentile(b, 90)),
+            "gpu_hours_mean": float(b.mean() * GPU_HOURS_PER_BOOT),
+            "true_best_rate": float(np.mean(r["near"])),
+            "exact_best_value_rate": float(np.mean(r["exact"])),
+            "minimal_set_rate": float(np.mean(r["minimal"])),
+            "useless_member_rate": float(np.mean(r["useless"])),
+            "harmful_member_rate": float(np.mean(r["harmful"])),
+            "useless_or_harmful_rate": float(
+                np.mean(np.asarray(r["useless"]) | np.asarray(r["harmful"]))
+            ),
+        }
+        for key in ("undecided", "capped", "confirmed"):
+            if r.get(key):
+                s[f"{key}_rate"] = float(np.mean(r[key]))
+        for key in ("adopted_bias", "confirm_bias"):
+            if r.get(key):
+                s[f"{key}_pct"] = float(100 * np.mean(r[key]))
+        out[method] = s
+    return out
+
+
+def verdict(summary: dict) -> dict:
+    """The hunt against every fixed-K greedy: on the Pareto front of (mean boots, true
+    best), and its boots over the cheapest one at least as often at the true best."""
+    h = summary["hunt"]
+    greedies = {k: v for k, v in summary.items() if "greedy" in k}
+    if not greedies:
+        return {}
+    dominated_by = [
+        k
+        for k, g in greedies.items()
+        if g["boots_mean"] <= h["boots_mean"]
+        and g["true_best_rate"] >= h["true_best_rate"]
+        and (g["boots_mean"] < h["boots_mean"] or g["true_best_rate"] > h["true_best_rate"])
+    ]
+    matching = [k for k, g in greedies.items() if g["true_best_rate"] >= h["true_best_rate"]]
+    strongest = min(matching, key=lambda k: greedies[k]["boots_mean"]) if matching else None
+    out = {
+        "pareto_front": not dominated_by,
+        "dominated_by": dominated_by,
+        "useless_or_harmful_ok": h["useless_or_harmful_rate"] <= 0.05,
+        "strongest_fair_comparator": strongest,
+    }
+    if strongest:
+        g = greedies[strongest]
+        out["boots_mean_ratio"] = h["boots_mean"] / g["boots_mean"]
+        out["boots_median_ratio"] = h["boots_median"] / g["boots_median"]
+    else:
+        most = max(greedies, key=lambda k: greedies[k]["true_best_rate"])
+        out["most_accurate_greedy"] = most
+    out["target_met"] = out["pareto_front"] and out["useless_or_harmful_ok"]
+    return out
+
+
+# ---- the error rates the hunt states: one round on the production path ----------------
+
+ERROR_CVS = (0.02, 0.05, 0.10)
+
+
+def error_task(task) -> dict:
+    """One seed of one error measurement: a single round (no checks) of `kind` at `cv`:
+    'null m' (m identical candidates: is one adopted?), 'delta m' (one candidate gaining
+    δ at the first level, the other unchanged, among m - 1 identical ones: adopted?),
+    'tradeoff' (+8 % at one level, -5 % at the other: adopted?)."""
+    kind, cv, seed, overrides = task
+    m = int(kind.split()[-1]) if kind[-1].isdigit() else 1
+    names = [f"c{i}" for i in range(m)]
+    spec = hs.from_dict(
+        {
+            **overrides,
+            "start": {"name": "baseline", "stack": "sgl"},
+            "candidates": {n: {"flags": {n: True}} for n in names},
+            "objective": {"metric": "output_tok_s", "levels": list(LEVELS)},
+            "confirm": False,
+            "ablate": False,
+        }
+    )
+    delta = spec.min_effect_pct / 100
+    effects = {n: dict.fromkeys(LEVELS, 1.0) for n in names}
+    if kind.startswith("delta"):
+        effects["c0"][LEVELS[0]] = 1 + delta
+    if kind == "tradeoff":
+        effects["c0"] = {LEVELS[0]: 1.08, LEVELS[1]: 0.95}
+    w = {"effects": {**effects, "crash": dict.fromkeys(LEVELS, 1.0)}, "redundant": False}
+    m_ = Machine(w, Scenario(cv), seed, stream=101)
+    obs: dict = {}
+    while True:
+        state = REPLAY(spec, obs)
+        if state.done:
+            break
+        for key in state.needed:
+            obs[key] = hstate.BootResult(*m_.boot(state.members[key.variant]))
+    r = state.rounds[0]
+    c0 = next(a for a in r.arms if a.candidate == "c0")
+    plan = getattr(r, "plan", None)
+    stated = None
+    if plan is not None and hasattr(hs, "power_of"):
+        stated = hs.power_of(spec, plan)
+    return {
+        "kind": kind,
+        "cv": cv,
+        "adopted": r.adopted is not None,
+        "c0_adopted": c0.verdict == "adopt",
+        "c0_estimate_pct": c0.gain_pct if c0.verdict == "adopt" else None,
+        "boots": m_.boots,
+        "stated_power": stated,
+        "capped": bool(plan is not None and plan.capped),
+    }
+
+
+def error_summary(rows: list[dict]) -> dict:
+    out = {}
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        for cv in ERROR_CVS:
+            here = [r for r in rows if r["kind"] == kind and r["cv"] == cv]
+            if not here:
+                continue
+            rate = float(np.mean([r["c0_adopted" if kind != "null" else "adopted"] for r in here]))
+            if kind.startswith("null"):
+                rate = float(np.mean([r["adopted"] for r in here]))
+            est = [r["c0_estimate_pct"] for r in here if r["c0_estimate_pct"] is not None]
+            stated = [r["stated_power"] for r in here if r["stated_power"] is not None]
+            out[f"{kind} @ CV {cv:.0%}"] = {
+                "rate": rate,
+                "se": math.sqrt(max(rate * (1 - rate), 1e-12) / len(here)),
+                "seeds": len(here),
+                "boots_mean": float(np.mean([r["boots"] for r in here])),
+                "adopted_estimate_pct_mean": float(np.mean(est)) if est else None,
+                "stated_power_mean": float(np.mean(stated)) if stated else None,
+                "capped_rate": float(np.mean([r["capped"] for r in here])),
+            }
+    return out
+
+
+ERROR_KINDS = ("null 1", "null 3", "null 5", "delta 1", "delta 4", "tradeoff")
+# Other settings of the hunt, on the same worlds (hunt only): what each default costs.
+TRIED = {
+    "first boots always left out (first_boot: drop)": {"first_boot": "drop"},
+    "first boots always counted (first_boot: keep)": {"first_boot": "keep"},
+    "margin 5 % (margin_pct: 5)": {"margin_pct": 5},
+    "cap 11 (boots.max: 11)": {"boots_max": 11},
+    "cap 30 (boots.max: 30)": {"boots_max": 30},
+}
+TRIED_SCENARIOS = ("cv2", "cv5", "first-boot")
 
 
 def parse_override(text: str) -> tuple[str, object]:
@@ -169,107 +525,110 @@ def hunt_spec(**overrides) -> hs.HuntSpec:
     )
 
 
+def table(name: str, summary: dict, v: dict) -> str:
+    head = (
+        f"{'method':<24} {'boots':>6} {'median':>6} {'p90':>5} {'GPU-h':>6} {'best±1%':>8} "
+        f"{'exact':>6} {'minimal':>7} {'useless':>7} {'harmful':>7}"
+    )
+    lines = [f"== {name}", head]
+    for method, s in summary.items():
+        lines.append(
+            f"{method:<24} {s['boots_mean']:6.1f} {s['boots_median']:6.0f} "
+            f"{s['boots_p90']:5.0f} {s['gpu_hours_mean']:6.1f} {s['true_best_rate']:8.3f} "
+            f"{s['exact_best_value_rate']:6.3f} {s['minimal_set_rate']:7.3f} "
+            f"{s['useless_member_rate']:7.3f} {s['harmful_member_rate']:7.3f}"
+        )
+    lines.append(f"   {v}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=500)
-    ap.add_argument("--cv", type=float, default=0.02)
-    ap.add_argument("--drift", type=float, default=0.0)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--out", type=Path)
-    ap.add_argument(
-        "--set", nargs="*", default=[], help="HuntSpec overrides, key=value (Python literals)"
-    )
-    ap.add_argument("--tolerance-pct", type=float, default=TOLERANCE_PCT)
+    ap.add_argument("--set", nargs="*", default=[], help="HuntSpec overrides, key=value")
+    ap.add_argument("--methods", default="", help="only these (prefixes, comma-separated)")
+    ap.add_argument("--error-seeds", type=int, default=1000, help="per error rate and CV")
+    ap.add_argument("--tried-seeds", type=int, default=200, help="per setting tried, 0: none")
     args = ap.parse_args()
     overrides = dict(parse_override(kv) for kv in args.set)
-    spec, noise = hunt_spec(**overrides), Noise(args.cv, args.drift)
-    rows = {
-        m: {"boots": [], "best": [], "near": [], "exact": []}
-        for m in ("hunt", "grid", "greedy", "one_pass")
-    }
-    near = math.log1p(-args.tolerance_pct / 100)
-    search_boots, confirmed = [], []
+    names = args.scenarios.split(",")
+    only = [m for m in args.methods.split(",") if m]
+    tasks = [(n, seed, overrides, only) for n in names for seed in range(args.seeds)]
+    errors = [
+        (kind, cv, seed, overrides)
+        for kind in ERROR_KINDS
+        for cv in ERROR_CVS
+        for seed in range(args.error_seeds)
+        if cv == 0.02 or kind != "tradeoff"
+    ]
+    tried = [
+        (n, seed, {**overrides, **extra}, ["hunt"])
+        for extra in TRIED.values()
+        for n in TRIED_SCENARIOS
+        for seed in range(args.tried_seeds)
+    ]
     t0 = time.perf_counter()
-    for seed in range(args.seeds):
-        truth = world(np.random.default_rng([seed, 0]))
-        best_score, best_set = true_best(truth)
-        sim = run(spec, truth, noise, seed)
-        st = sim.state
-        ends = {"hunt": (frozenset(st.incumbent), st.spent.boots)}
-        search_boots.append(
-            sum(
-                len(r.reference_boots) + sum(len(a.boots) for a in r.arms)
-                for r in st.rounds
-                if r.kind == "search"
+    with Pool(args.jobs) as pool:
+        runs = pool.map(one_world, tasks, chunksize=4)
+        error_rows = pool.map(error_task, errors, chunksize=8)
+        tried_runs = pool.map(one_world, tried, chunksize=4)
+    seconds = time.perf_counter() - t0
+    tried_out = {}
+    for label, extra in TRIED.items():
+        for n in TRIED_SCENARIOS:
+            mine = [
+                r
+                for r, t in zip(tried_runs, tried, strict=True)
+                if t[0] == n and t[2] == {**overrides, **extra}
+            ]
+            if mine:
+                h = summarise(mine)["hunt"]
+                tried_out.setdefault(label, {})[n] = h
+                print(
+                    f"tried {label:<48} {n:<10} boots {h['boots_mean']:6.1f} "
+                    f"best {h['true_best_rate']:.3f} "
+                    f"useless/harmful {h['useless_or_harmful_rate']:.3f}"
+                )
+    error_rates = error_summary(error_rows)
+    for k, v in error_rates.items():
+        stated = v["stated_power_mean"]
+        print(
+            f"{k:<24} rate {v['rate']:.3f} ± {v['se']:.3f}  boots {v['boots_mean']:.1f}"
+            + (f"  stated power {stated:.2f}" if stated is not None else "")
+            + (
+                f"  adopted Δ {v['adopted_estimate_pct_mean']:+.1f} %"
+                if v["adopted_estimate_pct_mean"]
+                else ""
             )
         )
-        confirmed += [
-            a.verdict == "confirmed" for r in st.rounds for a in r.arms if a.role == "confirm"
-        ]
-        for name, method in (("grid", grid), ("greedy", greedy), ("one_pass", one_pass)):
-            ends[name] = method(truth, noise, np.random.default_rng([seed, 1]))
-        for name, (final, boots) in ends.items():
-            rows[name]["boots"].append(boots)
-            rows[name]["best"].append(score(truth, final) >= best_score - 1e-9)
-            rows[name]["near"].append(score(truth, final) >= best_score + near - 1e-9)
-            rows[name]["exact"].append(final == best_set)
-    seconds = time.perf_counter() - t0
-    summary = {}
-    for name, r in rows.items():
-        b = np.asarray(r["boots"])
-        summary[name] = {
-            "boots_mean": float(b.mean()),
-            "boots_p90": float(np.percentile(b, 90)),
-            "gpu_hours_mean": float(b.mean() * GPU_HOURS_PER_BOOT),
-            "true_best_rate": float(np.mean(r["near"])),
-            "exact_best_value_rate": float(np.mean(r["best"])),
-            "exact_best_set_rate": float(np.mean(r["exact"])),
-        }
-    summary["hunt"]["search_boots_mean"] = float(np.mean(search_boots))
-    summary["hunt"]["confirm_rate"] = float(np.mean(confirmed)) if confirmed else None
-    ratios = {
-        f"hunt_boots_over_{m}": summary["hunt"]["boots_mean"] / summary[m]["boots_mean"]
-        for m in ("grid", "greedy", "one_pass")
-    }
-    target = {
-        "greedy": summary["hunt"]["true_best_rate"] >= summary["greedy"]["true_best_rate"]
-        and ratios["hunt_boots_over_greedy"] <= 0.5,
-        "one_pass": summary["hunt"]["true_best_rate"] >= summary["one_pass"]["true_best_rate"]
-        and ratios["hunt_boots_over_one_pass"] <= 0.5,
-    }
-    d = hs.design(spec)
+    scenarios = {}
+    for n in names:
+        summary = summarise([r for r in runs if r["scenario"] == n])
+        scenarios[n] = {"noise": SCENARIOS[n]._asdict(), "methods": summary,
+                        "verdict": verdict(summary)}  # fmt: skip
+        print(table(n, summary, scenarios[n]["verdict"]))
+    spec = hunt_spec(**overrides)
     data = {
         "seeds": args.seeds,
         "hunt_overrides": overrides,
-        "cv": args.cv,
-        "drift_cv": args.drift,
-        "fixed_boots_per_arm": FIXED,
-        "gpu_hours_per_boot": GPU_HOURS_PER_BOOT,
-        "hunt_design": {
-            "looks": d.looks,
-            "alpha": d.alpha,
-            "power": 1 - d.beta,
-            "min_effect_pct": spec.min_effect_pct,
-            "levels": d.levels,
+        "hunt_defaults": {
+            k: getattr(spec, k)
+            for k in ("min_effect_pct", "boots_min", "boots_max", "stage", "alpha", "power")
         },
-        "methods": summary,
-        "ratios": ratios,
-        "true_best_tolerance_pct": args.tolerance_pct,
-        "target_met": target,
+        "fixed_boots_per_arm": list(KS),
+        "gpu_hours_per_boot": GPU_HOURS_PER_BOOT,
+        "scenarios": scenarios,
+        "errors": error_rates,
+        "error_seeds": args.error_seeds,
+        "tried": tried_out,
+        "tried_seeds": args.tried_seeds,
         "seconds": seconds,
     }
     path = write_result("hunt_cost", data, args.out)
-    print(
-        f"{'method':<10} {'boots':>7} {'p90':>6} {'GPU-h':>7} {'best±tol':>9} {'best':>6}"
-        f" {'exact set':>10}"
-    )
-    for name, s in summary.items():
-        print(
-            f"{name:<10} {s['boots_mean']:7.1f} {s['boots_p90']:6.0f} {s['gpu_hours_mean']:7.1f}"
-            f" {s['true_best_rate']:9.3f} {s['exact_best_value_rate']:6.3f}"
-            f" {s['exact_best_set_rate']:10.3f}"
-        )
-    print(f"hunt search-only boots {summary['hunt']['search_boots_mean']:.1f}; ratios {ratios}")
-    print(f"target met: {target}; {seconds:.0f} s; {path}")
+    print(f"{seconds:.0f} s; {path}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ values and by simulation with known truth (tests/unit/results/test_stats.py):
   and which variance it used; `RatioInterval` its 95 % interval as a ratio;
 - `holm`: Holm's step-down adjustment for a family of comparisons;
 - `first_boot_contrast`: first boots against later ones, pooled over configurations;
+  `first_boot_scatter`: whether first boots deviate more than boots scatter, any sign;
 - `boots_needed`: how many boots a side would resolve a change, from the pooled scatter,
   and `PRACTICAL_MAX_BOOTS`, past which more boots is the wrong advice;
 - `describe` and `welch`: plain summaries and Welch's interval on raw values (boot times,
@@ -381,6 +382,52 @@ def first_boot_contrast(samples: Sequence[Sequence[float]]) -> FirstBoot | None:
     half = t95(df) * se
     p = float(2 * sps.t.sf(abs(est / se), df))
     return FirstBoot(math.exp(est), math.exp(est - half), math.exp(est + half), p, df, len(d))
+
+
+class FirstBootScatter(NamedTuple):
+    """First boots' deviations from their configuration's later boots, against the later
+    boots' own scatter (all levels together)."""
+
+    ratio: float  # mean squared standardised deviation: about 1 where first boots are alike
+    excess: float  # rms deviation of first boots beyond the boot scatter (log scale)
+    p: float  # P(F(df_num, df) >= ratio): first boots like the others
+    df_num: int  # configurations x levels
+    df: int  # the later boots' df (per level)
+    cells: int
+
+
+def first_boot_scatter(samples: Sequence[np.ndarray]) -> FirstBootScatter | None:
+    """Each sample: one configuration's log values, levels x boots in boot order (its first
+    boot first). Under the premise that a first boot is like the others, its deviation from
+    its configuration's later boots, d = y_0 - mean(later), has variance s^2 (1 + 1/k) (k
+    later boots, s^2 the later boots' pooled scatter at that level), so the mean of
+    d^2 / ((1 + 1/k) s^2) over configurations and levels is about F(configurations x
+    levels, df). Unlike `first_boot_contrast` (a signed mean, which first boots slow at
+    different levels in different configurations average away) it sees first boots that
+    differ by any amount, in any direction, at any level. None without the df."""
+    devs, ks = [], []
+    later = []
+    for sample in samples:
+        y = np.atleast_2d(np.asarray(sample, dtype=float))
+        if y.shape[-1] < 2:
+            continue
+        rest = y[:, 1:]
+        devs.append(y[:, 0] - rest.mean(axis=-1))
+        ks.append(rest.shape[-1])
+        later.append(rest)
+    pool = scatter(later, logs=True)
+    df = int(np.max(pool.df)) if len(later) else 0
+    if not devs or df <= 0:
+        return None
+    var = np.asarray(pool.variance, dtype=float)
+    if not np.all(var > 0):
+        return None
+    d = np.asarray(devs)  # configurations x levels
+    inflate = 1 + 1 / np.asarray(ks, dtype=float)[:, None]
+    ratio = float(np.mean(d**2 / (inflate * var)))
+    excess = math.sqrt(max(0.0, float(np.mean(d**2 - inflate * var))))
+    p = float(sps.f.sf(ratio, d.size, df))
+    return FirstBootScatter(ratio, excess, p, int(d.size), df, len(devs))
 
 
 # ---- how many boots ---------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """A hunt against known truth, no servers: each candidate multiplies the objective by a true
 factor per level, sets of candidates can interact (an extra factor when all are present),
 some crash, some change answers; every boot draws lognormal noise of a given CV, and the
-machine can drift between rounds. `run` feeds `advance` (the production decision code) in a
+machine can drift between rounds; a variant's first boot can be slower, a candidate's boots
+noisier. `run` feeds `replay` (the production decision code) in a
 loop until the hunt is done.
 """
 
@@ -15,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from servesweep.hunt import spec as hs
-from servesweep.hunt.state import BootKey, BootResult, HuntState, advance
+from servesweep.hunt.state import BootKey, BootResult, HuntState, replay
 
 
 @dataclass(frozen=True)
@@ -47,24 +48,40 @@ class Noise:
     cv: float = 0.02  # boot-to-boot CV (lognormal)
     drift_cv: float = 0.0  # a random-walk step of the machine's speed at each round
     higher_is_better: bool = True  # (drift is a speed: a latency moves the other way)
+    first_boot: Mapping[Any, float] = field(default_factory=dict)  # a variant's r0 at a
+    # level is this factor of its value (0.7: 30 % slower): kernels compiled on first use
+    noisy: frozenset[str] = frozenset()  # candidates whose variants scatter `noisy_factor`
+    noisy_factor: float = 3.0  # times as much as the others
 
 
 class SimResult(NamedTuple):
     state: HuntState
     observations: dict[BootKey, BootResult]
-    batches: list[tuple[BootKey, ...]]  # what each advance call asked for, in order
+    batches: list[tuple[BootKey, ...]]  # what each replay asked for, in order
 
 
 def measure(
-    truth: Truth, noise: Noise, members: Iterable[str], levels, rng, speed: float = 1.0
+    truth: Truth,
+    noise: Noise,
+    members: Iterable[str],
+    levels,
+    rng,
+    speed: float = 1.0,
+    boot: int | None = None,
 ) -> BootResult:
+    """One boot of the variant of `members` (`boot` 0: its first, `noise.first_boot`)."""
     members = tuple(members)
     if set(members) & truth.crashers:
         return BootResult(None, "server exited during startup")
-    sigma = math.sqrt(math.log1p(noise.cv**2))
+    cv = noise.cv * (noise.noisy_factor if set(members) & noise.noisy else 1.0)
+    sigma = math.sqrt(math.log1p(cv**2))
     drift = speed if noise.higher_is_better else 1 / speed
+    first = noise.first_boot if boot == 0 else {}
     values = {
-        lv: truth.value(members, lv) * drift * float(np.exp(rng.normal(-(sigma**2) / 2, sigma)))
+        lv: truth.value(members, lv)
+        * drift
+        * first.get(lv, 1.0) ** (1 if noise.higher_is_better else -1)
+        * float(np.exp(rng.normal(-(sigma**2) / 2, sigma)))
         for lv in levels
     }
     return BootResult(values, None, bool(set(members) & truth.answer_changers))
@@ -79,7 +96,7 @@ def run(
     speeds = [1.0]
     step = math.sqrt(math.log1p(noise.drift_cv**2))
     for _ in range(max_calls):
-        state = advance(spec, obs)
+        state = replay(spec, obs)
         if state.done:
             return SimResult(state, obs, batches)
         batches.append(state.needed)
@@ -89,7 +106,6 @@ def run(
             if key in obs:
                 raise AssertionError(f"boot {key} requested twice")
             members = state.members[key.variant]
-            obs[key] = measure(
-                truth, noise, members, spec.objective.levels, rng, speeds[len(state.rounds) - 1]
-            )
+            speed = speeds[len(state.rounds) - 1]
+            obs[key] = measure(truth, noise, members, spec.objective.levels, rng, speed, key.boot)
     raise AssertionError("the hunt did not finish")

@@ -13,6 +13,7 @@ else the start's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # the boundaries' maths (scipy) loads when a design is first 
     from servesweep.hunt.sequential import Design, Spending
 
 SEPARATOR = "+"
+FirstBoot = Literal["auto", "drop", "keep"]
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,18 @@ class HuntSpec:
     candidates: tuple[Candidate, ...]
     objective: Objective
     min_effect_pct: float = 3.0  # δ: the smallest gain worth adopting
+    margin_pct: float | None = None  # non-inferiority margin at every level (None: δ)
     boots_min: int = 1  # boots per side at the first look (a look needs pooled df)
-    boots_max: int = 11  # boots per side at the last look
+    boots_max: int = 20  # the cap: boots per side at the last look, at most
     stage: int = 1  # boots per side added between looks
-    alpha: float = 0.025  # one-sided, per arm: P(adopt | no gain); the table's two-sided 5 %
-    power: float = 0.8  # P(adopt | gain of δ at a counted level)
+    alpha: float = 0.025  # one-sided, per round: P(adopt some arm | no arm gains); the
+    # table's two-sided 5 % (Bonferroni over the round's arms and levels)
+    power: float = 0.8  # P(adopt | a gain of δ at a counted level, the others unchanged)
     alpha_spending: Spending = "pocock"  # more early adopts of large gains than "obf"
     beta_spending: Spending = "pocock"
+    first_boot: FirstBoot = "auto"  # a new variant's r0: auto (left out once first boots
+    # are seen to differ), drop (always left out), keep (always counted)
+    compiles_on_first_use: bool = False  # the engine does: auto leaves r0 out from the start
     budget_boots: int | None = None
     budget_gpu_hours: float | None = None
     gpu_hours_per_boot: float = 0.0
@@ -109,25 +116,107 @@ def validate(spec: HuntSpec) -> None:
         problems.append(f"need {fewest} <= boots_min <= boots_max and stage >= 1")
     if spec.min_effect_pct <= 0:
         problems.append("min_effect_pct must be > 0")
+    if spec.margin_pct is not None and not 0 < spec.margin_pct < 100:
+        problems.append("margin_pct must be > 0 and < 100")
+    if spec.first_boot not in ("auto", "drop", "keep"):
+        problems.append("first_boot must be auto, drop or keep")
     if problems:
         raise ValueError("hunt spec: " + "; ".join(problems))
 
 
-def design(spec: HuntSpec) -> Design:
+class RoundPlan(NamedTuple):
+    """A round's design from the boot scatter seen when it is fixed: the arms its alpha is
+    divided over and the boots a side its power needs, within the cap; where the cap is
+    short, the smallest gain (and margin) that the cap's boots find with the power."""
+
+    arms: int
+    boots: int  # N: boots a side at the last look
+    needed: int | None  # boots a side the power needs for δ (None: no scatter yet)
+    cv_pct: float  # the pooled boot CV it was fixed from (largest over levels; nan: none)
+    min_effect_pct: float  # the gain tested: δ, or what the cap's boots find
+    margin_pct: float  # the non-inferiority margin, scaled with it
+    df: float = math.inf  # the pool's df it counts on at the last look (the t quantiles)
+
+    @property
+    def capped(self) -> bool:
+        return self.needed is not None and self.needed > self.boots
+
+
+def margin(spec: HuntSpec) -> float:
+    return spec.min_effect_pct if spec.margin_pct is None else spec.margin_pct
+
+
+def design(
+    spec: HuntSpec,
+    boots: int | None = None,
+    arms: int = 1,
+    min_effect_pct: float | None = None,
+    margin_pct: float | None = None,
+) -> Design:
+    """The design of a round with `arms` arms ending at `boots` a side (default the cap)."""
     return _design(
         spec.boots_min,
-        spec.boots_max,
+        spec.boots_max if boots is None else boots,
         spec.stage,
         spec.alpha,
         spec.power,
-        spec.min_effect_pct,
+        spec.min_effect_pct if min_effect_pct is None else min_effect_pct,
         len(spec.objective.levels),
         spec.alpha_spending,
         spec.beta_spending,
+        arms,
+        margin(spec) if margin_pct is None else margin_pct,
     )
 
 
-@lru_cache(maxsize=64)  # boundaries take ~0.1 s to integrate
+def round_design(
+    spec: HuntSpec, arms: int, variance: float | None, df: float = 0.0, at: int = 1
+) -> tuple[Design, RoundPlan]:
+    """The design of a round of `arms` arms at this boot variance of the logs (None or nan:
+    none known, the cap), `df` the pool's df when sized at `at` boots a side: the fewest
+    boots a side with the stated power for δ; past the cap, the cap, testing the gain it
+    finds with that power (and the margin scaled alike)."""
+    from servesweep.hunt.power import boots_for_power, plan_boots
+
+    known = variance is not None and math.isfinite(variance)
+    arms = max(arms, 1)
+
+    def df_at(n: int) -> float:  # the pool at the last look: at least the reference and an arm
+        return df + 2 * max(n - at, 0)
+
+    plan = plan_boots(
+        lambda n: design(spec, n, arms),
+        variance if known else None,
+        spec.boots_min,
+        spec.boots_max,
+        df_at,
+    )
+    delta, m = spec.min_effect_pct, margin(spec)
+    if plan.capped:  # the gain the cap's boots find: N(δ') = cap
+        at_cap = design(spec, plan.boots, arms)
+        needs = boots_for_power(at_cap, variance, df_at(plan.boots))  # for δ, at the cap
+        found = 100 * math.expm1(math.log1p(delta / 100) * math.sqrt(needs / plan.boots))
+        m, delta = m * found / delta, found
+    cv = 100 * math.sqrt(math.expm1(variance)) if known else math.nan
+    rp = RoundPlan(arms, plan.boots, plan.needed, cv, delta, m, df_at(plan.boots))
+    return design(spec, plan.boots, arms, delta, m), rp
+
+
+def power_of(spec: HuntSpec, plan: RoundPlan, gain_pct: float | None = None) -> float:
+    """The probability that a round of `plan` adopts an arm gaining `gain_pct` (default
+    δ, as asked) at one counted level, the others unchanged, at the scatter and df it was
+    sized on (power.power_at). nan when no scatter was known."""
+    from servesweep.hunt.power import power_at
+
+    if not math.isfinite(plan.cv_pct):
+        return math.nan
+    d = design(spec, plan.boots, plan.arms, plan.min_effect_pct, plan.margin_pct)
+    variance = math.log1p((plan.cv_pct / 100) ** 2)
+    gain = spec.min_effect_pct if gain_pct is None else gain_pct
+    return power_at(d, variance, gain, plan.df)
+
+
+@lru_cache(maxsize=512)  # boundaries take ~0.01-0.1 s to integrate
 def _design(*args) -> Design:
     from servesweep.hunt.sequential import make_design
 

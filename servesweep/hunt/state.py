@@ -1,4 +1,4 @@
-"""The hunt as a pure, deterministic state machine: `advance(spec, observations)` replays
+"""The hunt as a pure, deterministic state machine: `replay(spec, observations)` replays
 the hunt from its start over what has been measured and returns the path so far and the
 boots still needed next.
 
@@ -7,42 +7,39 @@ requests them (the reference of round 2 continues after its boots as a candidate
 1, and so on), so the same observations always give the same requests, an interrupted hunt
 resumes where it stopped, no (variant, boot) is ever requested twice, and a finished hunt
 needs nothing. A request stays at the stage it belongs to: the next stage is requested only
-when every boot of the current one is in.
+when every boot of the current one is in. One round's looks are `servesweep.hunt.rounds`.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from servesweep.hunt import spec as hs
-from servesweep.hunt.sequential import Design, decide
+from servesweep.hunt.rounds import (
+    ArmVerdict,
+    BootKey,
+    BootResult,
+    FirstBoots,
+    Replay,
+    Role,
+    RoundRun,
+    Side,
+    run_round,
+    variance,
+)
 
-
-class BootKey(NamedTuple):
-    variant: str  # composed variant name
-    boot: int  # boot index of that variant (r<boot>)
-
-
-class BootResult(NamedTuple):
-    """One boot: per counted level objective values, or a failure cause."""
-
-    values: Mapping[Any, float] | None = None
-    failure: str | None = None
-    answers_changed: bool = False
-
-
-Role = Literal["candidate", "confirm", "ablation"]
+__all__ = ["ArmVerdict", "BootKey", "BootResult", "HuntState", "replay", "worst_case"]
 
 
 class Arm(NamedTuple):
     candidate: str  # the candidate tested (confirm: the final's members, "+" joined)
     variant: str
     role: Role
-    verdict: str  # adopt/reject/undecided/dropped/running (confirm, ablation: see docs)
+    verdict: ArmVerdict
     reason: str
     gain_pct: float  # candidate over reference (confirm / ablation: final over this arm)
     low_pct: float
@@ -50,6 +47,7 @@ class Arm(NamedTuple):
     rank_pct: float  # the lower bound adopted arms are ranked by (sequential.Look)
     level: Any
     boots: tuple[int, ...]  # boot indices of this arm's variant requested in this round
+    uncounted: tuple[int, ...]  # of those, measured but left out of the decision (r0)
     gpu_hours: float
 
 
@@ -61,6 +59,8 @@ class Round(NamedTuple):
     arms: tuple[Arm, ...]
     adopted: str | None  # the candidate that became the next incumbent
     gpu_hours: float
+    plan: hs.RoundPlan | None  # its arms, boots a side and the gain tested (None: not yet)
+    reference_uncounted: tuple[int, ...] = ()
 
 
 class Cost(NamedTuple):
@@ -72,6 +72,8 @@ class HuntState(NamedTuple):
     rounds: tuple[Round, ...]
     incumbent: tuple[str, ...]  # adopted candidates, canonical order
     incumbent_variant: str
+    final: tuple[str, ...]  # the incumbent less a member the ablation found not needed
+    final_variant: str
     excluded: Mapping[str, str]  # candidate -> why it is out of later rounds
     done: bool
     stop_reason: str
@@ -79,191 +81,205 @@ class HuntState(NamedTuple):
     members: Mapping[str, tuple[str, ...]]  # every variant named so far -> its candidates
     spent: Cost
     worst_case_left: Cost
+    first_boots: FirstBoots  # whether each variant's r0 is left out, and why
+    outlook: hs.RoundPlan | None  # the current round's design, or the one the scatter seen
+    # so far gives it (None: too little scatter yet)
 
 
-def _problem(spec: hs.HuntSpec, r: BootResult) -> str | None:
-    """Why a candidate's boot disqualifies it, or None."""
-    if r.failure:
-        return f"crashed: {r.failure}"
-    if spec.correctness_gate and r.answers_changed:
-        return "changes answers"
-    for level in spec.objective.levels:
-        v = None if r.values is None else r.values.get(level)
-        if v is None or not np.isfinite(v) or v <= 0:
-            return f"invalid at level {level}"
-    return None
+def _arm(rp: Replay, s: Side) -> Arm:
+    """A side's record once its round is replayed (its boots counted as spent)."""
+    g = lo = hi = rk = math.nan
+    level = None
+    if s.look is not None:
+        g, lo, hi, rk = s.look.gain_pct, s.look.low_pct, s.look.high_pct, s.look.rank_pct
+        level = s.look.level
+    hours = rp.count(s.variant, s.boots)
+    rp.next_boot[s.variant] = s.start + s.requested
+    uncounted = tuple(b for b in s.boots if rp.uncounted(b))
+    return Arm(s.candidate, s.variant, s.role, s.verdict, s.reason, g, lo, hi, rk, level,
+               s.boots, uncounted, hours)  # fmt: skip
 
 
-class _Replay:
-    """Mutable bookkeeping of one replay; `advance` is its only user."""
-
-    def __init__(self, spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]):
-        self.spec, self.obs = spec, observations
-        self.design: Design = hs.design(spec)
-        self.next_boot: dict[str, int] = defaultdict(int)
-        self.members: dict[str, tuple[str, ...]] = {}
-        self.spent_boots, self.spent_hours = 0, 0.0
-        self.groups: list[list[list[float]]] = []  # finished rounds' samples (levels x boots)
-
-    def name(self, names: Sequence[str]) -> str:
-        v = hs.variant_name(self.spec, names)
-        self.members[v] = hs.canonical(self.spec, names)
-        return v
-
-    def hours(self, variant: str) -> float:
-        return hs.gpu_hours(self.spec, self.members[variant])
-
-    def count(self, variant: str, boots: Sequence[int]) -> float:
-        seen = sum(1 for b in boots if (variant, b) in self.obs)
-        self.spent_boots += seen
-        self.spent_hours += seen * self.hours(variant)
-        return len(boots) * self.hours(variant)
-
-    def run_round(
-        self, kind: str, ref_names: Sequence[str], arms: Sequence[tuple[str, Sequence[str], Role]]
-    ) -> tuple[list[Arm], list[int], list[BootKey], str | None]:
-        """One round's stages: (arms, reference boots, pending requests, reference failure)."""
-        spec, d = self.spec, self.design
-        levels = spec.objective.levels
-        ref = self.name(ref_names)
-        ref_start = self.next_boot[ref]
-        arm_vars = [self.name(n) for _, n, _ in arms]
-        starts = [self.next_boot[v] for v in arm_vars]
-        open_ = [True] * len(arms)
-        result: list[Arm | None] = [None] * len(arms)
-        requested = [0] * len(arms)
-        ref_req, ref_values, ref_fail = 0, [], 0
-        ref_problems: set[str] = set()  # why reference boots were replaced
-        pending: list[BootKey] = []
-
-        def arm_values(i: int) -> list[list[float]]:  # levels x the boots it has so far
-            boots = range(starts[i], starts[i] + requested[i])
-            return [[self.obs[(arm_vars[i], j)].values[lv] for j in boots] for lv in levels]
-
-        for k, n in enumerate(d.looks):
-            if not any(open_):
-                break
-            # the reference: n valid boots, failed ones replaced (bounded)
-            ref_pending = []
-            while len(ref_values) + len(ref_pending) < n and ref_fail <= spec.reference_retries:
-                key = BootKey(ref, ref_start + ref_req)
-                ref_req += 1
-                r = self.obs.get(key)
-                if r is None:
-                    ref_pending.append(key)
-                elif (why := _problem(spec, BootResult(r.values, r.failure))) is not None:
-                    ref_fail += 1
-                    ref_problems.add(why)
-                else:
-                    ref_values.append([r.values[lv] for lv in levels])
-            arm_pending: list[list[BootKey]] = [[] for _ in arms]
-            for i in range(len(arms)):
-                if not open_[i]:
-                    continue
-                requested[i] = n
-                for j in range(n):
-                    key = BootKey(arm_vars[i], starts[i] + j)
-                    r = self.obs.get(key)
-                    if r is None:
-                        arm_pending[i].append(key)
-                    elif (why := _problem(spec, r)) is not None:
-                        if why in ref_problems:  # not the arm's doing
-                            why += " (so was a boot of the reference)"
-                        open_[i] = False
-                        result[i] = self._arm(arms[i], arm_vars[i], "dropped", why, None, n)
-                        arm_pending[i] = []
-                        break
-            if ref_fail > spec.reference_retries or not any(open_):
-                break
-            width = max([len(ref_pending)] + [len(p) for p in arm_pending])
-            for j in range(width):  # interleaved: reference, then each arm, boot by boot
-                pending += [p[j] for p in [ref_pending, *arm_pending] if j < len(p)]
-            if pending:
-                break
-            ref_arr = np.asarray(ref_values[:n], dtype=float).T  # levels x boots
-            measured = {
-                i: arm_values(i)
-                for i in range(len(arms))
-                if open_[i] or (result[i] is not None and result[i].verdict != "dropped")
-            }
-            for i in range(len(arms)):
-                if not open_[i]:
-                    continue
-                vals = measured[i]
-                others = None
-                if spec.pool_variance:  # every other sample of the hunt, level by level
-                    others = [*self.groups, *(m for j, m in measured.items() if j != i)]
-                check = arms[i][2] != "candidate"  # the final is the one on trial
-                a, b = (ref_arr, vals) if check else (vals, ref_arr)
-                look = decide(d, k, b, a, levels, spec.objective.higher_is_better, others)
-                if look.verdict != "continue":
-                    open_[i] = False
-                    result[i] = self._arm(arms[i], arm_vars[i], look.verdict, look.reason, look, n)
-        for i in range(len(arms)):
-            if result[i] is None:
-                result[i] = self._arm(arms[i], arm_vars[i], "running", "measuring", None, 0)
-        arms_out = []
-        for i, arm in enumerate(result):
-            boots = tuple(range(starts[i], starts[i] + requested[i]))
-            self.next_boot[arm_vars[i]] = starts[i] + requested[i]
-            arms_out.append(arm._replace(boots=boots, gpu_hours=self.count(arm.variant, boots)))
-        ref_boots = list(range(ref_start, ref_start + ref_req))
-        self.next_boot[ref] = ref_start + ref_req
-        if not pending:  # this round's samples join the pool of later rounds' looks
-            self.groups.append(np.asarray(ref_values, dtype=float).T.tolist())
-            self.groups += [
-                arm_values(i)
-                for i in range(len(arms))
-                if result[i].verdict != "dropped" and requested[i] >= 2
-            ]
-        failure = None
-        if ref_fail > spec.reference_retries:
-            failure = f"reference failed ({'; '.join(sorted(ref_problems))})"
-        return arms_out, ref_boots, pending, failure
-
-    def _arm(self, arm, variant: str, verdict: str, reason: str, look, n: int) -> Arm:
-        name, _, role = arm
-        if role != "candidate" and verdict in ("adopt", "reject", "undecided"):
-            verdict = {
-                "confirm": {"adopt": "confirmed", "reject": "not confirmed"},
-                "ablation": {"adopt": "needed", "reject": "not needed"},
-            }[role].get(verdict, verdict)
-        nan = float("nan")
-        if look is None:
-            return Arm(name, variant, role, verdict, reason, nan, nan, nan, nan, None, (), 0.0)
-        g, lo, hi, rk = look.gain_pct, look.low_pct, look.high_pct, look.rank_pct
-        return Arm(name, variant, role, verdict, reason, g, lo, hi, rk, look.level, (), 0.0)
+def _finish(rp: Replay, kind, index: int, run: RoundRun) -> tuple[list[Arm], Round]:
+    arms = [_arm(rp, a) for a in run.arms]
+    ref = run.reference
+    hours = rp.count(ref.variant, ref.boots)
+    rp.next_boot[ref.variant] = ref.start + ref.requested
+    if not run.pending:  # this round's samples join the pool of later rounds' looks
+        rp.samples += [ref, *(a for a in run.arms if a.verdict != ArmVerdict.DROPPED)]
+    uncounted = tuple(b for b in ref.boots if rp.uncounted(b))
+    r = Round(index, kind, ref.variant, ref.boots, tuple(arms), None,
+              hours + sum(a.gpu_hours for a in arms), run.plan, uncounted)  # fmt: skip
+    return arms, r
 
 
-def _reused_ablation(arm: Arm) -> Arm:
-    """An ablation measured by another arm: the last adopted candidate's is its own adoption
-    (final minus it was that round's incumbent, measured interleaved with the final on
-    fresh boots), and one whose removal (with its dependants) leaves the set of another
-    check is that check's. Its boots and GPU-hours are counted there, so none here."""
-    verdict = {"adopt": "needed", "confirmed": "needed", "not confirmed": "not needed"}
-    return arm._replace(
-        role="ablation", verdict=verdict.get(arm.verdict, arm.verdict), boots=(), gpu_hours=0.0
+def _pick(arms: Sequence[Arm], order: Mapping[str, int]) -> Arm | None:
+    """The adopted arm with the largest lower bound (rank_pct); ties: the larger estimate,
+    then the candidate listed first in the spec."""
+    adopted = [a for a in arms if a.verdict == ArmVerdict.ADOPT]
+    return max(adopted, key=lambda a: (a.rank_pct, a.gain_pct, -order[a.candidate]), default=None)
+
+
+def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]) -> HuntState:
+    """Replay the hunt over `observations` ((variant, boot) -> BootResult): the search
+    rounds, then the check round; observations the hunt never asked for are ignored."""
+    rp = Replay(spec, observations)
+    order = {c.name: i for i, c in enumerate(spec.candidates)}
+    rounds: list[Round] = []
+    incumbent: tuple[str, ...] = ()
+    excluded: dict[str, str] = {}
+    pending: list[BootKey] = []
+    rp.name(())
+    stop = ""
+    while True:  # search rounds
+        names = hs.applicable(spec, incumbent, excluded)
+        if not names:
+            stop = "candidates exhausted"
+            break
+        if _next_round_over_budget(spec, rp, incumbent, names):
+            stop = "budget: the next round could exceed it"
+            break
+        arms = [rp.side((*incumbent, c), candidate=c) for c in names]
+        run = run_round(rp, rp.side(incumbent), arms, check=False)
+        out, r = _finish(rp, "search", len(rounds), run)
+        pending = run.pending
+        best = None if pending or run.failure else _pick(out, order)
+        rounds.append(r._replace(adopted=best.candidate if best else None))
+        if pending:
+            break
+        if run.failure:
+            stop = f"{run.failure}: {r.reference} failed more than {spec.reference_retries} boots"
+            break
+        for a in out:
+            if a.verdict == ArmVerdict.DROPPED or (
+                a.verdict == ArmVerdict.REJECT and not spec.retest_rejected
+            ):
+                excluded[a.candidate] = f"round {len(rounds) - 1}: {a.reason}"
+        if best is None:
+            stop = "a round adopted nothing"
+            break
+        incumbent = hs.canonical(spec, (*incumbent, best.candidate))
+    final = incumbent
+    if not pending and incumbent and (spec.confirm or spec.ablate):
+        r, pending, failure = _check_round(rp, incumbent, len(rounds))
+        rounds.append(r)
+        if failure and not pending:
+            stop += f"; checks: {failure}"
+        if not pending:
+            final = _pruned(spec, incumbent, r)
+    return HuntState(
+        rounds=tuple(rounds),
+        incumbent=incumbent,
+        incumbent_variant=hs.variant_name(spec, incumbent),
+        final=final,
+        final_variant=hs.variant_name(spec, final),
+        excluded=dict(excluded),
+        done=not pending,
+        stop_reason="" if pending else stop,
+        needed=tuple(pending),
+        members=dict(rp.members),
+        spent=Cost(rp.spent_boots, rp.spent_hours),
+        worst_case_left=_left(spec, rounds, incumbent, excluded, len(pending)),
+        first_boots=rp.first,
+        outlook=_outlook(rp, rounds) if pending else None,
     )
 
 
-def _round_worst(spec: hs.HuntSpec, arms: int) -> int:
-    return spec.boots_max * (1 + arms) + spec.reference_retries
+def _outlook(rp: Replay, rounds: Sequence[Round]) -> hs.RoundPlan | None:
+    """The round in progress's design, or the one the scatter of the rounds before gives."""
+    last = rounds[-1]
+    if last.plan is not None:
+        return last.plan
+    v = variance(pool := rp.pool([]))
+    arms = sum(1 for a in last.arms if a.verdict != ArmVerdict.DROPPED) or len(last.arms)
+    return None if v is None else hs.round_design(rp.spec, arms, v, float(np.max(pool.df)))[1]
 
 
-def _future_worst(spec: hs.HuntSpec, adopted: int, remaining: int) -> int:
-    """Boots of every later round if each adopts one candidate, then the checks."""
-    boots = sum(_round_worst(spec, remaining - j) for j in range(remaining))
-    return boots + _check_worst(spec, adopted + remaining)
+def _check_round(rp: Replay, incumbent: tuple[str, ...], index: int):
+    """The final on fresh boots as the shared reference: the confirm (final against the
+    start) and one ablation per adopted candidate (final against the final without it and
+    its dependants), each booted once; an ablation whose set is another check's (the
+    start's: the confirm's) is that check's arm. (round, pending, failure)."""
+    spec = rp.spec
+    checks: dict[str, Side] = {}  # variant -> its arm
+    if spec.confirm:
+        s = rp.side((), candidate="+".join(incumbent), role="confirm")
+        checks[s.variant] = s
+    shared: list[tuple[str, str]] = []  # (candidate, the variant booted for another check)
+    for c in incumbent if spec.ablate else ():
+        rest = hs.without(spec, incumbent, c)  # its dependants go with it
+        if rp.name(rest) in checks:
+            shared.append((c, rp.name(rest)))
+        else:
+            checks[rp.name(rest)] = rp.side(rest, candidate=c, role="ablation")
+    run = run_round(rp, rp.side(incumbent), list(checks.values()), check=True)
+    out, r = _finish(rp, "check", index, run)
+    by_variant = {a.variant: a for a in out}
+    out += [_shared_ablation(by_variant[v]._replace(candidate=c)) for c, v in shared]
+    return r._replace(arms=tuple(out)), run.pending, run.failure
+
+
+def _pruned(spec: hs.HuntSpec, incumbent: tuple[str, ...], check: Round) -> tuple[str, ...]:
+    """The incumbent less the member whose own ablation arm found it not needed (the
+    smallest contribution, with its dependants), as measured on the check round's fresh
+    boots: one at most, since two members that each make the other redundant are each not
+    needed. A confirm that fails prunes nothing: it is reported as such."""
+    gone = [a for a in check.arms if a.role == "ablation" and a.verdict == ArmVerdict.NOT_NEEDED]
+    gone = [a for a in gone if a.boots and math.isfinite(a.gain_pct)]  # not the confirm's
+    if not gone:
+        return incumbent
+    least = min(gone, key=lambda a: (a.gain_pct, a.candidate))
+    return hs.without(spec, incumbent, least.candidate)
+
+
+def _shared_ablation(arm: Arm) -> Arm:
+    """An ablation measured by another check's arm (its set, with its dependants removed,
+    is that arm's): its boots and GPU-hours are counted there, so none here."""
+    verdict = {
+        ArmVerdict.CONFIRMED: ArmVerdict.NEEDED,
+        ArmVerdict.NOT_CONFIRMED: ArmVerdict.NOT_NEEDED,
+    }.get(arm.verdict, arm.verdict)
+    reason = f"the {arm.role}'s arm: without it the final is {arm.variant}"
+    return arm._replace(role="ablation", verdict=verdict, reason=reason, boots=(),
+                        uncounted=(), gpu_hours=0.0)  # fmt: skip
+
+
+# ---- the budget and the worst case -------------------------------------------------------
+
+
+def _round_worst(spec: hs.HuntSpec, arms: int, new: int, boots: int | None = None) -> int:
+    """A round's most boots: every side to `boots` (default the cap), the reference's
+    retries, and one uncounted first boot for each of `new` variants booted the first time
+    (unless first boots are always counted)."""
+    first = 0 if spec.first_boot == "keep" else new
+    return (
+        (spec.boots_max if boots is None else boots) * (1 + arms) + spec.reference_retries + first
+    )
 
 
 def _check_worst(spec: hs.HuntSpec, adopted: int) -> int:
-    arms = (1 if spec.confirm else 0) + (adopted - 1 if spec.ablate and adopted else 0)
-    return _round_worst(spec, arms) if adopted and arms else 0
+    """The check round: the confirm, and an ablation per adopted candidate (one adopted
+    alone: its ablation is the confirm's arm), each ablation set new at worst."""
+    if not adopted:
+        return 0
+    confirm = 1 if spec.confirm else 0
+    ablations = adopted if spec.ablate and (adopted >= 2 or not confirm) else 0
+    return _round_worst(spec, confirm + ablations, ablations) if confirm + ablations else 0
+
+
+def _future_worst(spec: hs.HuntSpec, adopted: int, remaining: int, first: bool) -> int:
+    """Boots of every later round if each adopts one candidate, then the checks (`first`:
+    the first of them is round 1, whose reference is booted for the first time too)."""
+    boots = sum(
+        _round_worst(spec, remaining - j, remaining - j + (1 if first and j == 0 else 0))
+        for j in range(remaining)
+    )
+    return boots + _check_worst(spec, adopted + remaining)
 
 
 def worst_case(spec: hs.HuntSpec) -> Cost:
     """The most boots / GPU-hours the whole hunt can take (for the plan)."""
-    boots = _future_worst(spec, 0, len(spec.candidates))
+    boots = _future_worst(spec, 0, len(spec.candidates), first=True)
     return Cost(boots, boots * hs.max_gpu_hours(spec))
 
 
@@ -272,130 +288,42 @@ def _over_budget(spec: hs.HuntSpec, boots: int, hours: float) -> bool:
     return too_many or (spec.budget_gpu_hours is not None and hours > spec.budget_gpu_hours + 1e-9)
 
 
-def _pick(arms: Sequence[Arm], order: Mapping[str, int]) -> Arm | None:
-    """The adopted arm with the largest lower bound (rank_pct); ties: the larger estimate,
-    then the candidate listed first in the spec."""
-    adopted = [a for a in arms if a.verdict == "adopt"]
-    return max(adopted, key=lambda a: (a.rank_pct, a.gain_pct, -order[a.candidate]), default=None)
-
-
-def advance(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]) -> HuntState:
-    """Replay the hunt over `observations` ((variant, boot) -> BootResult); observations the
-    hunt never asked for are ignored."""
-    rp = _Replay(spec, observations)
-    order = {c.name: i for i, c in enumerate(spec.candidates)}
-    rounds: list[Round] = []
-    incumbent: tuple[str, ...] = ()
-    excluded: dict[str, str] = {}
-    pending: list[BootKey] = []
-    rp.name(())
-    stop = ""
-    last: Arm | None = None  # the arm that adopted the last candidate, as measured then
-    while True:  # search rounds
-        names = hs.applicable(spec, incumbent, excluded)
-        if not names:
-            stop = "candidates exhausted"
-            break
-        ref = rp.name(incumbent)
-        worst = _round_worst(spec, len(names))
-        hours = spec.boots_max * sum(rp.hours(rp.name((*incumbent, c))) for c in names)
-        hours += (spec.boots_max + spec.reference_retries) * rp.hours(ref)
-        reserve = _check_worst(spec, len(incumbent) + 1)
-        peak = hs.max_gpu_hours(spec)
-        if _over_budget(
-            spec, rp.spent_boots + worst + reserve, rp.spent_hours + hours + reserve * peak
-        ):
-            stop = "budget: the next round could exceed it"
-            break
-        arms = [(c, (*incumbent, c), "candidate") for c in names]
-        out, ref_boots, pending, failure = rp.run_round("search", incumbent, arms)
-        ref_hours = rp.count(ref, ref_boots)
-        best = None if pending or failure else _pick(out, order)
-        rounds.append(
-            Round(
-                len(rounds),
-                "search",
-                ref,
-                tuple(ref_boots),
-                tuple(out),
-                best.candidate if best else None,
-                ref_hours + sum(a.gpu_hours for a in out),
-            )
-        )
-        if pending:
-            break
-        if failure:
-            stop = f"{failure}: {ref} failed more than {spec.reference_retries} boots"
-            break
-        for a in out:
-            if a.verdict == "dropped" or (a.verdict == "reject" and not spec.retest_rejected):
-                excluded[a.candidate] = f"round {len(rounds) - 1}: {a.reason}"
-        if best is None:
-            stop = "a round adopted nothing"
-            break
-        incumbent = hs.canonical(spec, (*incumbent, best.candidate))
-        last = best._replace(reason=f"adopted in round {len(rounds) - 1} on top of the others")
-    if not pending and incumbent and (spec.confirm or (spec.ablate and len(incumbent) > 1)):
-        checks: dict[str, tuple[str, tuple[str, ...], str]] = {}
-        if spec.confirm:
-            checks[rp.name(())] = ("+".join(incumbent), (), "confirm")
-        shared: list[tuple[str, str]] = []  # (candidate, variant booted for another check)
-        for c in incumbent if spec.ablate else ():
-            rest = hs.without(spec, incumbent, c)  # its dependants go with it
-            if c == last.candidate:  # the last one was measured on top of all the others
-                continue
-            if rp.name(rest) in checks:
-                shared.append((c, rp.name(rest)))
-            else:
-                checks[rp.name(rest)] = (c, rest, "ablation")
-        out, ref_boots, pending, failure = rp.run_round("check", incumbent, list(checks.values()))
-        by_variant = {a.variant: a for a in out}
-        out += [_reused_ablation(by_variant[v]._replace(candidate=c)) for c, v in shared]
-        if spec.ablate and len(incumbent) > 1:
-            out.append(_reused_ablation(last))
-        ref = rp.name(incumbent)
-        ref_hours = rp.count(ref, ref_boots)
-        rounds.append(
-            Round(
-                len(rounds),
-                "check",
-                ref,
-                tuple(ref_boots),
-                tuple(out),
-                None,
-                ref_hours + sum(a.gpu_hours for a in out),
-            )
-        )
-        if failure and not pending:
-            stop += f"; checks: {failure}"
-    left = _left(spec, rp, rounds, incumbent, excluded, len(pending))
-    return HuntState(
-        rounds=tuple(rounds),
-        incumbent=incumbent,
-        incumbent_variant=hs.variant_name(spec, incumbent),
-        excluded=dict(excluded),
-        done=not pending,
-        stop_reason="" if pending else stop,
-        needed=tuple(pending),
-        members=dict(rp.members),
-        spent=Cost(rp.spent_boots, rp.spent_hours),
-        worst_case_left=left,
+def _next_round_over_budget(spec, rp: Replay, incumbent, names) -> bool:
+    """Whether the next round at its worst (every arm to the cap), then the checks at
+    theirs, could take the hunt past its budget."""
+    first = not rp.samples
+    worst = _round_worst(spec, len(names), len(names) + (1 if first else 0))
+    ref = rp.name(incumbent)
+    cap = spec.boots_max
+    extra = 0 if spec.first_boot == "keep" else 1
+    hours = (cap + extra) * sum(rp.hours(rp.name((*incumbent, c))) for c in names)
+    hours += (cap + spec.reference_retries + (extra if first else 0)) * rp.hours(ref)
+    reserve = _check_worst(spec, len(incumbent) + 1)
+    peak = hs.max_gpu_hours(spec)
+    return _over_budget(
+        spec, rp.spent_boots + worst + reserve, rp.spent_hours + hours + reserve * peak
     )
 
 
-def _left(spec, rp: _Replay, rounds, incumbent, excluded, pending: int) -> Cost:
+def _left(spec, rounds, incumbent, excluded, pending: int) -> Cost:
     """Worst-case boots still to come: the rest of the current round, then every later round
     adopting one candidate each, then the checks."""
     if not pending:
         return Cost(0, 0.0)
     last = rounds[-1]
+    first = 0 if spec.first_boot == "keep" else 1
     n = spec.boots_max
-    now = n + spec.reference_retries - len(last.reference_boots)
-    now += sum(n - len(a.boots) for a in last.arms if a.verdict == "running") + pending
+    now = n + spec.reference_retries - len(last.reference_boots) + first * (last.index == 0)
+    now += sum(
+        n + first * (a.boots[:1] == (0,)) - len(a.boots)
+        for a in last.arms
+        if a.verdict == ArmVerdict.RUNNING
+    )
+    now += pending
     if last.kind == "check":
         later = 0
     else:
         remaining = len(hs.applicable(spec, incumbent, excluded)) - 1
-        later = _future_worst(spec, len(incumbent) + 1, remaining)
+        later = _future_worst(spec, len(incumbent) + 1, remaining, first=False)
     boots = max(now, 0) + later
     return Cost(boots, boots * hs.max_gpu_hours(spec))

@@ -36,6 +36,9 @@ METRICS = (
 SLO_METRICS = ("goodput_output_throughput", "goodput_request_rate")
 # The capacity search's result, one value a boot: counted as one pseudo-level.
 CAPACITY = "max_load_within_slo"
+# Engines whose first boot on a host compiles kernels and graphs (vLLM's torch.compile and
+# CUDA graphs, SGLang's JIT kernels): with hunt.first_boot auto, a variant's r0 is left out.
+COMPILES_ON_FIRST_USE = ("vllm", "sglang")
 
 
 class SweepHunt(NamedTuple):
@@ -180,6 +183,9 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
         "stage": boots["stage"],
         "alpha": h["alpha"],
         "power": h["power"],
+        "margin_pct": h.get("margin_pct"),
+        "first_boot": h["first_boot"],
+        "compiles_on_first_use": resolved[start]["engine"] in COMPILES_ON_FIRST_USE,
         "budget_boots": budget.get("boots"),
         "budget_gpu_hours": budget.get("gpu_hours"),
         # The budget's GPU-hours per boot is stated, not measured: a decision must replay

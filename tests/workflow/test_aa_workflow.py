@@ -37,11 +37,15 @@ def test_identical_variants_get_no_faster_or_slower_verdict(tmp_path):
     assert all(len((tmp_path / f"{n}.boots").read_text().split()) == 3 for n in names)
 
     rows = list(csv.DictReader(open(tmp_path / "results" / "verdicts.csv")))
-    # 3 copies x 4 levels x 5 metrics, every one on 3 valid boots a side: not vacuous.
+    # 3 copies x 4 levels x 5 metrics, every one on 3 valid boots a side (2 where the first-boot
+    # check, which drops them at 5 % of levels where they do not differ, left them out):
+    # not vacuous.
     assert len(rows) == 3 * len(LEVELS) * 5
-    assert {(r["n"], r["n_ref"]) for r in rows} == {("3", "3")}, [
+    boots = {(r["first_boot"], r["n"], r["n_ref"]) for r in rows}
+    assert boots <= {("kept", "3", "3"), ("dropped", "2", "2")}, [
         r["excluded"] for r in rows if r["excluded"]
     ]
+    assert sum(r["first_boot"] == "dropped" for r in rows) <= len(rows) // 2
     called = [
         (r["variant"], r["level"], r["metric"], r["delta_pct"], r["delta_lo"], r["delta_hi"])
         for r in rows

@@ -27,9 +27,11 @@ def test_default_config_dry_run_plans_the_whole_chain(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     rules = sorted(rule for rule, _ in planned_jobs(result))
-    # Two cells, two boots each (the default measures every cell twice).
+    # Two cells, each booted benchmark.repeats times (5 in the default).
+    repeats = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["benchmark"]["repeats"]
+    assert repeats == 5
     assert rules == sorted(
-        ["setup_env", "download_model", *["run_cell"] * 4, "collect", "report", "all"]
+        ["setup_env", "download_model", *["run_cell"] * (2 * repeats), "collect", "report", "all"]
     )
 
 

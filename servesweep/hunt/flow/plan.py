@@ -5,8 +5,12 @@ budget. Launches nothing; like the sweep's plan, it reads the records.
 
 from __future__ import annotations
 
+import math
+
+from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
 from servesweep.hunt.flow.observe import observe_cells, read_cells
+from servesweep.hunt.rounds import PLAN_DF
 from servesweep.hunt.state import BootKey
 from servesweep.records import CellRecord
 from servesweep.sweep.config import Sweep, spec_hash
@@ -26,11 +30,11 @@ def current_records(sweep: Sweep, paths: Paths, keys) -> dict[BootKey, CellRecor
     return {key: cell for key, cell in cells.items() if cell.get("spec_hash") == in_force(key)}
 
 
-def replay(sweep: Sweep, paths: Paths) -> hstate.HuntState:
+def state_from_records(sweep: Sweep, paths: Paths) -> hstate.HuntState:
     """The hunt as far as current records take it (stage by stage, as its steps do)."""
     obs: dict = {}
     while True:
-        state = hstate.advance(sweep.hunt.spec, obs)
+        state = hstate.replay(sweep.hunt.spec, obs)
         found, _ = observe_cells(sweep, paths, current_records(sweep, paths, state.needed))
         if not found:
             return state
@@ -39,7 +43,7 @@ def replay(sweep: Sweep, paths: Paths) -> hstate.HuntState:
 
 def plan_hunt(sweep: Sweep, paths: Paths) -> tuple[hstate.HuntState, list[PlannedCell]]:
     """The hunt's state and the run_cell jobs of the boots it asks for next."""
-    state = replay(sweep, paths)
+    state = state_from_records(sweep, paths)
     h = sweep.hunt
     jobs = [(h.stack_of(k.variant), h.model, k.variant, k.boot) for k in state.needed]
     return state, plan_sweep(sweep, paths, jobs)
@@ -47,6 +51,46 @@ def plan_hunt(sweep: Sweep, paths: Paths) -> tuple[hstate.HuntState, list[Planne
 
 def _cost(cost: hstate.Cost) -> str:
     return f"{cost.boots} boots, {cost.gpu_hours:.2f} GPU-hours"
+
+
+def plan_words(spec, plan: hs.RoundPlan) -> str:
+    """What a round's design says about its power, in one line."""
+    levels = len(spec.objective.levels)
+    alpha = spec.alpha / (plan.arms * levels)
+    head = (
+        f"{plan.arms} arm(s), alpha {alpha:.2g} per arm and level; at the boot scatter seen "
+        f"so far (CV {plan.cv_pct:.1f} %) a gain of {spec.min_effect_pct:g} % needs "
+        f"{plan.needed} boots a side"
+    )
+    power = hs.power_of(spec, plan)
+    if not plan.capped:
+        return f"{head}: the last look is at {plan.boots}, power {power:.2f}"
+    return (
+        f"{head}; the cap (boots.max) is {plan.boots}: power {power:.2f} at "
+        f"{spec.min_effect_pct:g} %, and the round tests a gain of {plan.min_effect_pct:.1f} % "
+        f"(power {spec.power:g}, margin {plan.margin_pct:.1f} %) instead"
+    )
+
+
+def outlook_lines(sweep: Sweep, state: hstate.HuntState) -> list[str]:
+    """Before the boots are spent: what the power asks of the round in progress (or, with
+    no scatter yet, at a boot CV of 2, 5 and 10 %)."""
+    s = sweep.hunt.spec
+    if state.done:
+        return []
+    k = len(state.rounds) or 1
+    if state.outlook is not None:
+        return [f"power (round {k}): {plan_words(s, state.outlook)}"]
+    arms = max(len(state.rounds[-1].arms) if state.rounds else len(s.candidates), 1)
+    cells = []
+    for cv in (2, 5, 10):
+        _, plan = hs.round_design(s, arms, math.log1p((cv / 100) ** 2), 0.0)
+        cells.append(f"{plan.needed} at CV {cv} % (power {hs.power_of(s, plan):.2f})")
+    return [
+        f"power (round {k}, {arms} arms): sized once the boots' pooled scatter has "
+        f"{PLAN_DF} df; a gain of {s.min_effect_pct:g} % with power {s.power:g} needs, a "
+        "side, " + ", ".join(cells) + f"; the cap (boots.max) is {s.boots_max}"
+    ]
 
 
 def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
@@ -59,8 +103,12 @@ def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
         f"hunt from {s.start.name} on {h.stack} / {h.model}: candidates {names}",
         f"objective: {h.metric} ({'higher' if s.objective.higher_is_better else 'lower'} "
         f"is better) at levels {', '.join(map(str, h.levels))}; adopt a gain of "
-        f">= {s.min_effect_pct:g} %, alpha {s.alpha:g}, power {s.power:g}; boots per side "
-        f"{s.boots_min}..{s.boots_max} (+{s.stage} a look)",
+        f">= {s.min_effect_pct:g} % at one level, no level worse than {hs.margin(s):g} %; "
+        f"alpha {s.alpha:g} a round (the chance that a round adopts an arm that gains "
+        f"nothing), power {s.power:g} (the chance that it adopts one that gains "
+        f"{s.min_effect_pct:g} %); boots per side {s.boots_min}..{s.boots_max} "
+        f"(+{s.stage} a look); first boots: {state.first_boots.why}",
+        *outlook_lines(sweep, state),
         f"worst case of the whole hunt: {_cost(hstate.worst_case(s))} "
         f"({s.gpu_hours_per_boot:.3g} GPU-hours a boot, as budget.boot_minutes states)",
         f"budget: {' and '.join(budget) or 'none'}",
@@ -68,7 +116,7 @@ def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
     ]
     if state.done:
         lines.append(
-            f"done: {state.stop_reason}; final {state.incumbent_variant} "
+            f"done: {state.stop_reason}; final {state.final_variant} "
             "(results/hunt/hunt.json has the path and the ledger)"
         )
     else:

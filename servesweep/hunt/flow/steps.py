@@ -1,6 +1,6 @@
 """The hunt through Snakemake: one checkpoint per stage of boots, and the final hunt.json.
 
-Step s (`results/hunt/steps/s<s>.json`) is the hunt replayed (`servesweep.hunt.state.advance`)
+Step s (`results/hunt/steps/s<s>.json`) is the hunt replayed (`servesweep.hunt.state.replay`)
 over every boot that steps 0..s-1 asked for: step 0 over nothing, step s over step s-1's
 `observed` plus its `needed`, whose cell.json are the inputs of step s. So each step's output
 is a function of its declared inputs and the hunt's spec (a param); a boot is measured once
@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
 from servesweep.hunt.flow.observe import BootCost, cell_path, observations
 from servesweep.hunt.state import BootKey
@@ -70,7 +71,7 @@ def step_record(sweep: Sweep, paths: Paths, step: int, previous: dict | None) ->
     """Step `step`: the replay over the boots steps before it asked for."""
     keys = [] if previous is None else previous["observed"] + previous["needed"]
     obs, _ = observations(sweep, paths, [BootKey(*k) for k in keys])
-    state = hstate.advance(sweep.hunt.spec, obs)
+    state = hstate.replay(sweep.hunt.spec, obs)
     return {
         "step": step,
         "observed": [list(k) for k in keys if BootKey(*k) in obs],
@@ -91,7 +92,7 @@ def needed_cells(sweep: Sweep, paths: Paths, step_json: str | Path) -> list[str]
 
 def first_cells(sweep: Sweep, paths: Paths) -> list[str]:
     """The boots step 0 asks for, from the spec alone (nothing is measured before it)."""
-    keys = hstate.advance(sweep.hunt.spec, {}).needed
+    keys = hstate.replay(sweep.hunt.spec, {}).needed
     return [str(cell_path(sweep, paths, k)) for k in keys]
 
 
@@ -175,11 +176,25 @@ def candidates(sweep: Sweep) -> dict:
     }
 
 
+def rounds_record(spec, state: hstate.HuntState) -> list[dict]:
+    """The rounds as hunt.json holds them; each round's design with the power it has at δ
+    at the scatter it was sized on, and whether the cap cut it short."""
+    out = jsonable(state.rounds)
+    for r, record in zip(state.rounds, out, strict=True):
+        if r.plan is not None:
+            record["plan"] |= {
+                "capped": r.plan.capped,
+                "power_at_delta": hs.power_of(spec, r.plan),
+                "alpha_per_arm_and_level": spec.alpha / (r.plan.arms * len(spec.objective.levels)),
+            }
+    return out
+
+
 def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
     """results/hunt/hunt.json: the path, the final configuration and the ledger."""
     keys = [BootKey(*k) for k in last_step["observed"]]
     obs, costs = observations(sweep, paths, keys)
-    state = hstate.advance(sweep.hunt.spec, obs)
+    state = hstate.replay(sweep.hunt.spec, obs)
     spent = {
         "boots": len(costs),
         "wall_s": round(sum(c.wall_s for c in costs.values()), 3),
@@ -195,14 +210,20 @@ def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
             "higher_is_better": h.spec.objective.higher_is_better,
             "levels": [v if isinstance(v, str) else Level.parse(v).json for v in h.levels],
             "min_effect_pct": h.spec.min_effect_pct,
+            "margin_pct": hs.margin(h.spec),
+            "alpha": h.spec.alpha,
+            "power": h.spec.power,
+            "boots_max": h.spec.boots_max,
         },
         "steps": last_step["step"] + 1,
         "done": state.done,
         "stop_reason": state.stop_reason,
         "incumbent": list(state.incumbent),
-        "final": launch(sweep, state.incumbent_variant),
+        "final_members": list(state.final),
+        "final": launch(sweep, state.final_variant),
+        "first_boots": jsonable(state.first_boots),
         "excluded": dict(state.excluded),
-        "rounds": jsonable(state.rounds),
+        "rounds": rounds_record(h.spec, state),
         "ledger": ledger(state, costs),
         "spent": spent,
         "planned_cost": jsonable(state.spent),

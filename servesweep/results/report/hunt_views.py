@@ -29,12 +29,12 @@ WORDS = {
     "needed": ("needed", "ok"),
     "not needed": ("not needed", "warn"),
 }
-# the words of a check arm's verdict
+# the words of a check arm's verdict (its reason follows)
 CHECK_WHY = {
     "confirmed": "the final is better than the start on fresh boots",
-    "not confirmed": "the final is not better than the start on fresh boots",
+    "not confirmed": "the final is not shown better than the start on fresh boots",
     "needed": "the final is better with it than without it",
-    "not needed": "its interval excludes a contribution of the smallest effect",
+    "not needed": "the final is not shown better with it than without it",
     "undecided": "no significant difference at max boots",
 }
 _ROUND = re.compile(r"\bround (\d+)\b")
@@ -51,18 +51,20 @@ def _interval(lo, hi) -> str:
     return f"[{float(lo):+.1f}, {float(hi):+.1f}] %"
 
 
-def _boots(boots) -> str:
+def _boots(boots, uncounted=()) -> str:
+    """'5 (r0–r4)'; with a first boot left out of the decision, '5 (r0–r4; r0 not counted)'."""
     boots = list(boots or [])
     if not boots:
         return "0"
     span = f"r{boots[0]}" if len(boots) == 1 else f"r{boots[0]}–r{boots[-1]}"
-    return f"{len(boots)} ({span})"
+    left = [f"r{b}" for b in uncounted or []]
+    return f"{len(boots)} ({span}" + (f"; {', '.join(left)} not counted)" if left else ")")
 
 
-def _reference_boots(asked, measured: dict) -> str:
+def _reference_boots(asked, measured: dict, uncounted=()) -> str:
     """The reference's boots; where fewer were measured than asked for (its failed boots
     replaced, then the round ended), both."""
-    text = _boots(asked)
+    text = _boots(asked, uncounted)
     n = measured.get("boots")
     if isinstance(n, int) and n != len(asked or []):
         text = f"{n} measured of {text} asked"
@@ -96,8 +98,8 @@ def verdict_words(arm: dict, adopted: str | None) -> tuple[str, str, str]:
             return "adopted", "ok", reason
         return "better, not chosen", "warn", f"{reason}; a larger lower bound won this round"
     word, cls = WORDS.get(verdict, (verdict, ""))
-    if arm.get("role", "candidate") != "candidate":
-        reason = CHECK_WHY.get(verdict, reason) if verdict != "needed" else reason
+    if arm.get("role", "candidate") != "candidate" and verdict in CHECK_WHY:
+        reason = f"{CHECK_WHY[verdict]} ({reason})" if reason else CHECK_WHY[verdict]
     return word, cls, reason
 
 
@@ -111,13 +113,40 @@ def _arm_row(arm: dict, adopted: str | None, measured: dict) -> dict:
         "level": fmt.MISSING if arm.get("level") is None else str(arm["level"]),
         "delta": _pct(arm.get("gain_pct")),
         "interval": _interval(arm.get("low_pct"), arm.get("high_pct")),
-        "boots": _boots(arm.get("boots")),
+        "boots": _boots(arm.get("boots"), arm.get("uncounted")),
         "wall_min": _minutes(cost.get("wall_s")),
         "gpu_hours": _hours(cost.get("gpu_hours", arm.get("gpu_hours"))),
         "verdict": word,
         "cls": cls,
         "why": why,
     }
+
+
+def plan_text(hunt: dict, plan: dict | None) -> str:
+    """A round's design in words: its arms and alpha, the boots a side its power needed at
+    the scatter it was sized on, and where the cap was short, what the round tested."""
+    if not plan:
+        return "sized at the cap (too little boot scatter seen to size it)"
+    objective = hunt.get("objective") or {}
+    delta = objective.get("min_effect_pct")
+    alpha = plan.get("alpha_per_arm_and_level")
+    text = f"{plan['arms']} arm(s)"
+    if alpha is not None:
+        text += f", alpha {alpha:.2g} per arm and level"
+    if plan.get("needed") is None or fmt.missing(plan.get("cv_pct")):
+        return text + f"; last look at {plan['boots']} boots a side"
+    power = plan.get("power_at_delta")
+    power = "" if power is None or fmt.missing(power) else f", power {power:.2f}"
+    text += (
+        f"; at a boot CV of {plan['cv_pct']:.1f} % a gain of {delta:g} % needs "
+        f"{plan['needed']} boots a side"
+    )
+    if not plan.get("capped"):
+        return text + f": last look at {plan['boots']}{power}"
+    return (
+        text + f"; the cap is {plan['boots']}{power} at {delta:g} %: the round tested a "
+        f"gain of {plan['min_effect_pct']:.1f} % (margin {plan['margin_pct']:.1f} %) instead"
+    )
 
 
 def round_views(hunt: dict) -> list[dict]:
@@ -134,7 +163,10 @@ def round_views(hunt: dict) -> list[dict]:
                 + (" (confirm and ablation)" if r["kind"] == "check" else ""),
                 "kind": r["kind"],
                 "reference": r["reference"],
-                "reference_boots": _reference_boots(r.get("reference_boots"), ref),
+                "reference_boots": _reference_boots(
+                    r.get("reference_boots"), ref, r.get("reference_uncounted")
+                ),
+                "plan": plan_text(hunt, r.get("plan")),
                 "reference_wall_min": _minutes(ref.get("wall_s")),
                 "reference_gpu_hours": _hours(ref.get("gpu_hours")),
                 "arms": [_arm_row(a, r.get("adopted"), measured) for a in r["arms"]],
@@ -321,6 +353,12 @@ def shell_words(command) -> str:
     return " ".join(w if _PLACEHOLDER.fullmatch(w) else shlex.quote(w) for w in words)
 
 
+def pruned_members(hunt: dict) -> list[str]:
+    """Adopted members the final leaves out (their ablation found them not needed)."""
+    final = set(hunt.get("final_members", hunt.get("incumbent")) or [])
+    return [m for m in hunt.get("incumbent") or [] if m not in final]
+
+
 def final_view(hunt: dict) -> dict:
     final = hunt.get("final") or {}
     env = final.get("env") or {}
@@ -328,7 +366,8 @@ def final_view(hunt: dict) -> dict:
     return {
         "variant": final.get("variant", hunt.get("start")),
         "stack": final.get("stack"),
-        "members": list(hunt.get("incumbent") or []),
+        "members": list(hunt.get("final_members", hunt.get("incumbent")) or []),
+        "pruned": pruned_members(hunt),
         "command": "\n".join([*lines, shell_words(final.get("command"))]),
         "placeholders": bool(_PLACEHOLDER.search(" ".join(map(str, final.get("command") or [])))),
         "spec_hash": final.get("spec_hash"),
@@ -351,9 +390,14 @@ def hunt_view(hunt: dict | None) -> dict | None:
     objective = hunt.get("objective") or {}
     rounds = round_views(hunt)
     checks = [r for r in rounds if r["kind"] == "check"]
+    margin = objective.get("margin_pct", objective.get("min_effect_pct"))
     return {
         "start": hunt["start"],
         "stack": hunt.get("stack"),
+        "margin_pct": margin,
+        "alpha": objective.get("alpha"),
+        "power": objective.get("power"),
+        "first_boots": (hunt.get("first_boots") or {}).get("why"),
         "model": hunt.get("model"),
         "metric": objective.get("metric"),
         "direction": "higher" if objective.get("higher_is_better", True) else "lower",

@@ -4,7 +4,7 @@ import pytest
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt.simulate import Noise, Truth, run
-from servesweep.hunt.state import BootResult, advance, worst_case
+from servesweep.hunt.state import BootResult, replay, worst_case
 
 BASE = {1: 9.0, 256: 350.0}
 
@@ -49,23 +49,30 @@ def test_winner_loser_crasher_answer_changer():
     assert state.done and state.needed == () and state.stop_reason == "candidates exhausted"
     check = state.rounds[-1]
     assert check.kind == "check" and check.reference == "baseline+win"
-    assert [(a.role, a.verdict) for a in check.arms] == [("confirm", "confirmed")]
+    # one adopted candidate: its ablation (the final without it is the start) is the confirm
+    assert [(a.role, a.verdict) for a in check.arms] == [
+        ("confirm", "confirmed"),
+        ("ablation", "needed"),
+    ]
+    assert check.arms[1].boots == () and check.arms[0].boots
     win = state.rounds[0].arms[0]
     assert 0 < win.low_pct < 10 < win.high_pct and win.gpu_hours == pytest.approx(
         0.2 * len(win.boots)
     )
 
 
-def test_identical_candidates_adopted_at_most_alpha_through_the_whole_hunt():
-    """The production path (advance, the scatter pooled over a round of five arms): 1,000
-    decisions on null candidates adopt at most alpha + 3 Monte-Carlo standard errors."""
-    spec = make_spec({f"n{i}": {"flags": {f"n{i}": True}} for i in range(5)})
+def test_a_round_of_null_candidates_through_the_whole_hunt():
+    """The production path (replay, the scatter pooled over a round of five arms, a cap of
+    8 to keep it quick): alpha is divided over the round's 5 arms and 2 levels, and some
+    null is adopted in at most alpha of the rounds plus 3 Monte-Carlo standard errors
+    (test_hunt_sequential measures the rate closely; benchmarks/hunt_cost.py with m = 1,
+    3, 5)."""
+    spec = make_spec({f"n{i}": {"flags": {f"n{i}": True}} for i in range(5)}, boots_max=8)
     truth = Truth(BASE, {})
-    arms = [
-        a for seed in range(200) for a in run(spec, truth, Noise(0.02), seed).state.rounds[0].arms
-    ]
-    rate = sum(a.verdict == "adopt" for a in arms) / len(arms)
-    assert len(arms) == 1000 and rate <= spec.alpha + 3 * (spec.alpha * 0.95 / 1000) ** 0.5
+    rounds = [run(spec, truth, Noise(0.02), seed).state.rounds[0] for seed in range(100)]
+    assert {r.plan.arms for r in rounds} == {5}
+    rate = sum(r.adopted is not None for r in rounds) / len(rounds)
+    assert rate <= spec.alpha + 3 * (spec.alpha * 0.975 / len(rounds)) ** 0.5
 
 
 def test_correctness_gate_off_keeps_an_answer_changer():
@@ -84,7 +91,9 @@ def test_two_that_help_alone_but_not_together():
 
 def test_ablation_finds_a_candidate_made_redundant_by_later_ones():
     """{a} 1.20, {b} = {c} 1.08, {a,b} 1.30, {a,b,c} 1.40 = {b,c}: the greedy path adopts a,
-    then b and c (either order); removing a from the final costs nothing, removing b or c does."""
+    then b and c (either order); removing a from the final costs nothing, removing b or c
+    does. Every ablation is booted on fresh boots (the last adopted one's too), and the
+    final leaves out the one not needed."""
     truth = Truth(
         BASE,
         {"a": 1.20, "b": 1.08, "c": 1.08},
@@ -95,12 +104,14 @@ def test_ablation_finds_a_candidate_made_redundant_by_later_ones():
     assert path[0] == "a" and set(path[1:]) == {"b", "c"}  # b and c tie on top of a
     ablation = {a.candidate: a.verdict for a in state.rounds[-1].arms if a.role == "ablation"}
     assert ablation == {"a": "not needed", "b": "needed", "c": "needed"}
-    # the last adopted is not measured again: its ablation is its own adoption round
-    reused = next(a for a in state.rounds[-1].arms if a.candidate == path[2])
-    assert reused.boots == () and reused.gpu_hours == 0 and "round 2" in reused.reason
     booted = {a.variant for a in state.rounds[-1].arms if a.boots}
-    assert booted == {"baseline", "baseline+b+c", f"baseline+a+{path[2]}"}  # minus path[1]
+    assert booted == {"baseline", "baseline+b+c", "baseline+a+c", "baseline+a+b"}
+    # final minus the last adopted was round 3's incumbent: booted again, fresh boots
+    last = next(a for a in state.rounds[-1].arms if a.candidate == path[2])
+    assert min(last.boots) >= max(state.rounds[2].reference_boots) + 1
     assert state.rounds[-1].reference == "baseline+a+b+c"
+    assert state.incumbent == ("a", "b", "c") and state.final == ("b", "c")
+    assert state.final_variant == "baseline+b+c"
 
 
 def test_requires_and_conflicts_are_honoured():
@@ -121,9 +132,12 @@ def test_requires_and_conflicts_are_honoured():
     # Ablating mscclpp takes sbo (which requires it) out too: no booted set breaks requires.
     check = state.rounds[-1]
     ablated = {a.candidate: state.members[a.variant] for a in check.arms if a.boots}
-    assert ablated == {"mscclpp+sbo+cgmb": (), "mscclpp": ("cgmb",), "cgmb": ("mscclpp", "sbo")}
-    # sbo, adopted last: its ablation is its adoption round, against final minus sbo.
-    assert [a.candidate for a in check.arms if not a.boots] == ["sbo"]
+    assert ablated == {
+        "mscclpp+sbo+cgmb": (),
+        "mscclpp": ("cgmb",),
+        "sbo": ("mscclpp", "cgmb"),
+        "cgmb": ("mscclpp", "sbo"),
+    }
     requires = {"sbo": "mscclpp"}
     for members in [state.members[a.variant] for a in check.arms]:
         assert all(requires[m] in members for m in members if m in requires)
@@ -145,15 +159,16 @@ def test_an_ablation_that_leaves_the_start_is_the_confirm():
 
 def test_budget_stops_before_a_round_that_could_exceed_it():
     truth = Truth(BASE, {"win": 1.10, "lose": 0.93, "null": 1.0})
-    spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_gpu_hours=13.0)
+    spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_gpu_hours=25.0)
     state = run(spec, truth, Noise(0.02), 8).state
     assert state.stop_reason.startswith("budget")
-    # round 1: 4 x 11 + 2; its one adopted candidate's checks (the confirm, which is also its
-    # ablation): 2 x 11 + 2; 70 boots > 65 (13 GPU-h)
+    # round 1 at the cap: 20 x 4 + 2 retries + 4 first boots left out (each variant is new);
+    # its one adopted candidate's checks (the confirm, which is also its ablation):
+    # 20 x 2 + 2; 128 boots > 125 (25 GPU-h)
     assert state.rounds == () and state.spent.boots == 0
-    spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_boots=90)
+    spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_boots=128)
     state = run(spec, truth, Noise(0.02), 8).state
-    assert state.spent.boots <= 90 and state.rounds[0].adopted == "win"
+    assert state.spent.boots <= 128 and state.rounds[0].adopted == "win"
 
 
 def test_resume_asks_exactly_the_rest_and_never_a_boot_twice():
@@ -169,18 +184,18 @@ def test_resume_asks_exactly_the_rest_and_never_a_boot_twice():
     done = []
     for batch in batches:
         prefix = {k: obs[k] for k in done}
-        assert advance(spec, prefix).needed == batch
+        assert replay(spec, prefix).needed == batch
         half = {**prefix, **{k: obs[k] for k in batch[: len(batch) // 2]}}
-        rest = set(advance(spec, half).needed)
+        rest = set(replay(spec, half).needed)
         assert rest <= set(batch[len(batch) // 2 :])
         # only an arm that a crash in the first half dropped loses its other boots
         assert all("crash" in k.variant for k in set(batch[len(batch) // 2 :]) - rest)
         done += batch
-    final = advance(spec, obs)
+    final = replay(spec, obs)
     assert final.done and final.needed == () and repr(final) == repr(sim.state)  # nan != nan
     # boots never requested and never measured are ignored
     stray = {**obs, ("baseline", 999): BootResult({1: 1, 256: 1})}
-    assert repr(advance(spec, stray)) == repr(final)
+    assert repr(replay(spec, stray)) == repr(final)
     # fresh incumbent boots each round: reference boots never overlap earlier ones
     seen = {}
     for r in final.rounds:
@@ -197,12 +212,14 @@ def test_spent_plus_left_never_exceeds_the_worst_case():
     spec = make_spec(CANDS)
     sim = run(spec, truth, Noise(0.03), seed=10)
     total = worst_case(spec)
-    # five rounds to boots_max, then the confirm and four ablations (the last adopted
-    # candidate's ablation is its own adoption round)
-    assert total.boots == 11 * (6 + 5 + 4 + 3 + 2) + 5 * 2 + 11 * 6 + 2
+    # five rounds to the cap (20), each with its retries (2) and a first boot left out for
+    # each new variant (6, then 4, 3, 2, 1); then the confirm and five ablations, each set
+    # new at worst (20 x 7 + 2 + 5)
+    rounds = 20 * (6 + 5 + 4 + 3 + 2) + 5 * 2 + (6 + 4 + 3 + 2 + 1)
+    assert total.boots == rounds + 20 * 7 + 2 + 5
     obs = {}
     for batch in sim.batches:
-        state = advance(spec, obs)
+        state = replay(spec, obs)
         assert state.spent.boots + state.worst_case_left.boots <= total.boots
         obs.update({k: sim.observations[k] for k in batch})
     assert sim.state.spent.boots == len(sim.observations)
@@ -212,7 +229,7 @@ def test_spent_plus_left_never_exceeds_the_worst_case():
 def test_start_that_keeps_failing_stops_the_hunt():
     spec = make_spec({"win": {}})
     obs = {("baseline", i): BootResult(None, "OOM") for i in range(3)}
-    state = advance(spec, obs)
+    state = replay(spec, obs)
     assert state.done and state.stop_reason.startswith("reference failed (crashed: OOM)")
 
 
@@ -221,11 +238,11 @@ def test_a_level_invalid_for_the_reference_too_is_not_blamed_on_the_arm():
     as well): the arm's reason says so."""
     spec = make_spec({"win": {}}, boots_min=2, boots_max=2)
     bad = BootResult({1: 9.0, 256: None})
-    state = advance(spec, {("baseline", 0): bad, ("baseline+win", 0): bad})
+    state = replay(spec, {("baseline", 0): bad, ("baseline+win", 0): bad})
     arm = state.rounds[0].arms[0]
     assert arm.verdict == "dropped"
     assert arm.reason == "invalid at level 256 (so was a boot of the reference)"
-    alone = advance(
+    alone = replay(
         spec, {("baseline", 0): BootResult({1: 9.0, 256: 3.0}), ("baseline+win", 0): bad}
     )
     assert alone.rounds[0].arms[0].reason == "invalid at level 256"
@@ -248,3 +265,31 @@ def test_compose_orders_by_spec_and_later_overrides():
         make_spec({"a+b": {}})
     with pytest.raises(ValueError):
         make_spec({"a": {"requires": "nope"}})
+
+
+def test_first_boots_that_differ_are_left_out_and_ones_that_do_not_are_kept():
+    """Every variant's first boot 30 % slower at one counted level (kernels compiled on
+    first use): auto sees it in round 1 and leaves each variant's r0 out of every decision
+    and of the pool from then on; with the same noise and no penalty it keeps them."""
+    truth = Truth(BASE, {"a": 1.20, "w": 1.08})
+    spec = make_spec({"a": {}, "w": {}}, confirm=False, ablate=False)
+    for seed in range(8):
+        state = run(spec, truth, Noise(0.02, first_boot={256: 0.7}), seed).state
+        assert state.first_boots.uncounted, (seed, state.first_boots)
+        assert state.incumbent == ("a", "w")
+        for r in state.rounds[1:]:
+            for arm in r.arms:  # a new variant's r0 is measured, shown, and not counted
+                assert arm.uncounted == ((0,) if arm.boots[:1] == (0,) else ())
+        kept = run(spec, truth, Noise(0.02), seed).state
+        assert not kept.first_boots.uncounted and kept.incumbent == ("a", "w")
+        assert all(a.uncounted == () for r in kept.rounds for a in r.arms)
+
+
+def test_an_engine_that_compiles_on_first_use_never_decides_on_a_first_boot():
+    spec = make_spec({"a": {}}, compiles_on_first_use=True, boots_min=1, boots_max=2)
+    obs = {("baseline", 0): BootResult({1: 5.0, 256: 100.0})}
+    obs[("baseline+a", 0)] = BootResult({1: 9.0, 256: 350.0})
+    state = replay(spec, obs)
+    assert state.first_boots == (True, "the engine compiles on first use")
+    # a look at 1 boot a side needs r1 of each: r0 alone decides nothing
+    assert set(state.needed) == {("baseline", 1), ("baseline+a", 1)}

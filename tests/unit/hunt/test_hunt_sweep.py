@@ -49,8 +49,10 @@ def test_the_hunt_maps_onto_the_spec_with_the_schemas_defaults():
     assert s.candidates[2].requires == ("a",) and s.candidates[2].conflicts == ("b",)
     assert s.candidates[2].stack == "other"
     assert s.objective == hs.Objective("output_throughput", True, (1, 4, 16))
-    assert (s.min_effect_pct, s.boots_min, s.boots_max, s.stage) == (3, 1, 11, 1)
+    assert (s.min_effect_pct, s.boots_min, s.boots_max, s.stage) == (3, 1, 20, 1)
     assert (s.alpha, s.power, s.budget_boots, s.budget_gpu_hours) == (0.025, 0.8, None, None)
+    assert (s.margin_pct, hs.margin(s), s.first_boot) == (None, 3, "auto")
+    assert not s.compiles_on_first_use  # the fault server (command engine) does not say
     assert (s.correctness_gate, s.confirm, s.ablate, s.retest_rejected) == (True, True, True, False)
     assert s.pool_variance is True
     # The schema's defaults are the spec's own: one set of defaults.
@@ -75,6 +77,11 @@ def test_the_objective_direction_levels_budget_and_gpus():
     assert (s.boots_min, s.boots_max, s.stage, s.budget_boots) == (2, 6, 1, 40)
     assert s.gpu_hours_per_boot == pytest.approx(0.5 * 8)
     assert s.budget_gpu_hours == 12.5 and not s.correctness_gate and not s.ablate
+    cfg["hunt"] |= {"margin_pct": 2, "first_boot": "drop"}
+    cfg["engine"] = "vllm"
+    cfg["variants"]["baseline"].pop("engine", None)
+    s = load(cfg).hunt.spec
+    assert (s.margin_pct, s.first_boot, s.compiles_on_first_use) == (2, "drop", True)
 
 
 @pytest.mark.parametrize(
@@ -104,6 +111,8 @@ def test_the_objective_direction_levels_budget_and_gpus():
         ),
         (lambda h: h.update(boots={"min": 5, "max": 3}), "config: hunt.boots: min (5) is larger"),
         (lambda h: h.update(alpha=0.7), "config: hunt.alpha: 0.7 is greater than or equal"),
+        (lambda h: h.update(margin_pct=0), "config: hunt.margin_pct: 0 is less than or equal"),
+        (lambda h: h.update(first_boot="skip"), "config: hunt.first_boot: 'skip' is not one of"),
         (lambda h: h.update(speed=1), "config: hunt: unknown key ('speed' was unexpected)"),
         (
             lambda h: h["candidates"].update({"other-variant": {}}),

@@ -11,7 +11,7 @@ from fixtures.cells import SETTINGS, judge_sweep, write_sweep
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt.flow.observe import BootCost
-from servesweep.hunt.flow.steps import jsonable, ledger
+from servesweep.hunt.flow.steps import jsonable, ledger, rounds_record
 from servesweep.hunt.simulate import Noise, Truth, run
 from servesweep.hunt.state import worst_case
 from servesweep.results.report import hunt_views
@@ -64,7 +64,12 @@ def hunt_json(spec, truth=TRUTH, seed=1, candidates=CANDIDATES, wall_s=60.0) -> 
             "higher_is_better": True,
             "levels": [16, 64],
             "min_effect_pct": spec.min_effect_pct,
+            "margin_pct": hs.margin(spec),
+            "alpha": spec.alpha,
+            "power": spec.power,
         },
+        "first_boots": jsonable(state.first_boots),
+        "final_members": list(state.final),
         "steps": len(sim.batches) + 1,
         "done": state.done,
         "stop_reason": state.stop_reason,
@@ -79,7 +84,7 @@ def hunt_json(spec, truth=TRUTH, seed=1, candidates=CANDIDATES, wall_s=60.0) -> 
             "spec_hash": "abc123",
         },
         "excluded": dict(state.excluded),
-        "rounds": jsonable(state.rounds),
+        "rounds": rounds_record(spec, state),
         "ledger": ledger(state, costs),
         "spent": {
             "boots": len(costs),
@@ -123,7 +128,9 @@ def test_every_candidate_has_its_outcome_and_why(planted):
     }
     assert outcomes["win"]["why"].startswith("round 1: +")
     assert outcomes["more"]["why"].startswith("round 2: +")
-    assert re.fullmatch(r"round 1: worse at level (16|64)", outcomes["lose"]["why"])
+    assert re.fullmatch(
+        r"round 1: worse (than the margin \(5 %\) )?at level (16|64)", outcomes["lose"]["why"]
+    )
     assert outcomes["crash"]["why"] == "round 1: server exited during startup"
     assert outcomes["never"]["why"] == "requires lose, never adopted"
     assert outcomes["win"]["description"] == "a clear winner"
@@ -158,8 +165,14 @@ def test_the_checks_the_ledger_and_the_final_command(planted):
     confirm = roles[("confirm", "win+more")]
     assert confirm["verdict"] == "confirmed" and confirm["variant"] == "baseline"
     assert roles[("ablation", "win")]["verdict"] == "needed"
-    assert roles[("ablation", "more")]["why"] == "adopted in round 2 on top of the others"
-    assert roles[("ablation", "more")]["boots"] == "0"
+    # the last adopted candidate's ablation too is measured on fresh boots
+    more = roles[("ablation", "more")]
+    assert more["verdict"] == "needed" and more["boots"] != "0"
+    assert more["why"].startswith("the final is better with it than without it (better at")
+    # its design: the confirm and one ablation (win's leaves the start: the confirm's)
+    design = render_design(checks)
+    assert design.startswith("Design: 2 arm(s), alpha 0.0063 per arm and level; at a boot CV")
+    assert re.search(r"needs \d+ boots a side: last look at \d+, power 0\.\d\d$", design)
     led = view["ledger"]
     assert [r["round"] for r in led["rows"]] == [1, 2, 3]
     assert (
@@ -220,10 +233,12 @@ def test_a_hunt_that_adopts_nothing_says_so_in_one_line_each(tmp_path):
 
 
 def test_over_budget_and_undecided_are_said_in_words():
-    # Round 1's worst case (4 arms to 4 boots, 2 retries) and the confirm's fit 32 boots;
-    # with round 1's 10 or more boots spent (Welch: 2 boots a side and more), round 2's
-    # worst case and its checks do not.
-    spec = make_spec(budget_boots=32, boots_max=4, boots_min=2, pool_variance=False)
+    # Round 1's worst case (4 arms to 4 boots, 2 retries; first boots counted) and the
+    # confirm's fit 32 boots; with round 1's 10 or more boots spent (Welch: 2 boots a side
+    # and more), round 2's worst case and its checks do not.
+    spec = make_spec(
+        budget_boots=32, boots_max=4, boots_min=2, pool_variance=False, first_boot="keep"
+    )
     hunt = hunt_json(spec)
     assert hunt["stop_reason"] == "budget: the next round could exceed it"
     outcomes = {c["candidate"]: c for c in hunt_views.candidate_outcomes(hunt)}
@@ -239,6 +254,10 @@ def test_over_budget_and_undecided_are_said_in_words():
     )
     better = undecided | {"verdict": "adopt", "reason": "better at level 16, worse at none"}
     assert hunt_views.verdict_words(better, "y")[0] == "better, not chosen"
+
+
+def render_design(round_view: dict) -> str:
+    return f"Design: {round_view['plan']}"
 
 
 def render_report(tmp_path, hunt) -> str:
@@ -261,6 +280,11 @@ def test_the_report_opens_with_the_hunt_and_keeps_the_rest_below(tmp_path, plant
     assert "&lt;stack&gt;/bin/python -m srv" in pre and "NOTE=&#39;a b&#39; \\" in pre
     assert section.count('<img src="data:image/png;base64,') == 1
     assert "changes outputs" in section and "server exited during startup" in section
+    # what alpha and power mean, in words, and what the adopted Δ is
+    words = re.sub(r"\s+", " ", section)
+    assert "α 0.025 a round: the chance that a round adopts a candidate that gains nothing" in words
+    assert "so it reads high (selected): quote the confirm's" in words
+    assert "First boots: first boots not seen to differ." in words
 
 
 def test_without_a_hunt_there_is_no_hunt_section(tmp_path):
