@@ -43,7 +43,7 @@ LAYERS = [
     ("results", "results/collect"),  # records -> summary.csv
     ("results/judge",),  # summary -> verdicts.csv
     ("results/report",),  # -> report.html
-    ("hunt/flow",),  # the hunt through the workflow: its records, steps, plan, report
+    ("hunt_run",),  # the hunt through the workflow: its boots' records, its steps, its plan
 ]
 
 # Run by the stack's own interpreter, a worker process or a detached watchdog: they must

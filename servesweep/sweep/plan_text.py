@@ -169,7 +169,7 @@ def write_plan(
     sweep: Sweep, paths: Paths, sweep_files: list[str], is_default: bool, out_txt, out_json
 ) -> str:
     """Write the plan as text and JSON; return the text. (A hunt's plan is
-    servesweep.hunt.flow.plan.write_hunt_plan, on top of this module.)"""
+    servesweep.hunt_run.plan.write_hunt_plan, on top of this module.)"""
     planned = plan_sweep(sweep, paths)
     resolve = resolve_suggestion(sweep, paths, planned)
     text = render(planned, sweep_files, is_default, resolve, sweep.analysis["resolve_pct"])

@@ -10,8 +10,8 @@ from fixtures.faults import config
 
 from servesweep import CLIENT_VERSION, METRICS_VERSION
 from servesweep.hunt import spec as hs
-from servesweep.hunt.flow.observe import boot_cost, observations
 from servesweep.hunt.state import BootKey
+from servesweep.hunt_run.observe import boot_cost, observations
 from servesweep.sweep.config import ConfigError, load, spec_hash
 from servesweep.sweep.layout import Paths
 
@@ -291,7 +291,7 @@ def measure(root, sweep, key) -> None:
 
 
 def test_the_steps_chain_to_the_known_path_and_replay_the_same(tmp_path):
-    from servesweep.hunt.flow.steps import hunt_record, step_record
+    from servesweep.hunt_run.steps import hunt_record, step_record
 
     sweep = load(hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5))
     paths = Paths(tmp_path)
@@ -322,8 +322,8 @@ def test_the_steps_chain_to_the_known_path_and_replay_the_same(tmp_path):
 
 
 def test_the_plan_reads_where_the_hunt_stands_from_the_records(tmp_path):
-    from servesweep.hunt.flow.plan import header, plan_hunt
-    from servesweep.hunt.flow.steps import step_record
+    from servesweep.hunt_run.plan import header, plan_hunt
+    from servesweep.hunt_run.steps import step_record
 
     sweep = load(hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5))
     paths = Paths(tmp_path)

@@ -9,9 +9,9 @@ import math
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
-from servesweep.hunt.flow.observe import observe_cells, read_cells
 from servesweep.hunt.rounds import PLAN_DF
 from servesweep.hunt.state import BootKey
+from servesweep.hunt_run.observe import observe_cells, read_cells
 from servesweep.records import CellRecord
 from servesweep.sweep.config import Sweep, spec_hash
 from servesweep.sweep.layout import Paths

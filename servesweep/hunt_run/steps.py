@@ -21,8 +21,8 @@ from typing import Any
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
-from servesweep.hunt.flow.observe import BootCost, cell_path, observations
 from servesweep.hunt.state import BootKey
+from servesweep.hunt_run.observe import BootCost, cell_path, observations
 from servesweep.jsonfile import read_json
 from servesweep.level import Level
 from servesweep.server.engines import launch_env
