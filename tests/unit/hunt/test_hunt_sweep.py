@@ -340,6 +340,12 @@ def test_the_plan_reads_where_the_hunt_stands_from_the_records(tmp_path):
     text = "\n".join(header(sweep, state))
     assert f"spent so far: {len(first['needed'])} boots" in text
     assert f"worst case left: {second['worst_case_left']['boots']} boots" in text
+    # The plan's text is the sweep's, told the order a hunt's jobs run in.
+    from servesweep.hunt_run.plan import write_hunt_plan
+
+    text = write_hunt_plan(sweep, paths, ["s.yaml"], False, tmp_path / "p.txt", tmp_path / "p.json")
+    order = "jobs run in this order: the reference's and each arm's boots interleaved, boot by boot"
+    assert order in text.splitlines() and "every cell's first boot" not in text
     # A record measured with another spec is not where the hunt stands.
     cfg = hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5)
     cfg["hunt"]["candidates"]["a"]["flags"]["speedup"] = 3
