@@ -4,6 +4,7 @@ boot records (no Snakemake)."""
 import copy
 import json
 import math
+import typing
 
 import pytest
 from fixtures.faults import config
@@ -12,7 +13,8 @@ from servesweep import CLIENT_VERSION, METRICS_VERSION
 from servesweep.hunt import spec as hs
 from servesweep.hunt.state import BootKey
 from servesweep.hunt_run.observe import boot_cost, observations
-from servesweep.sweep.config import ConfigError, load, spec_hash
+from servesweep.records import LevelSummary
+from servesweep.sweep.config import ConfigError, load, schema, spec_hash
 from servesweep.sweep.layout import Paths
 
 CANDIDATES = {
@@ -58,6 +60,12 @@ def test_the_hunt_maps_onto_the_spec_with_the_schemas_defaults():
     # The schema's defaults are the spec's own: one set of defaults.
     plain = hs.HuntSpec(s.start, s.candidates, s.objective)
     assert (plain.boots_min, plain.boots_max, plain.stage) == (s.boots_min, s.boots_max, s.stage)
+    objective = schema()["properties"]["hunt"]["properties"]["objective"]["properties"]
+    assert hs.Objective().metric == objective["metric"]["default"] == h.metric
+    assert hs.Objective().metric in typing.get_type_hints(LevelSummary)  # a summary column
+    bare = {"start": {"name": "b", "stack": "t"}, "candidates": {}, "objective": {"levels": [1]}}
+    plain = hs.from_dict(bare)
+    assert plain.objective.metric == hs.Objective().metric
     # Stated, not measured: 10 min a boot on the start's GPUs (0 here: counted as one).
     assert s.gpu_hours_per_boot == pytest.approx(10 / 60)
 
