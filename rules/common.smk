@@ -8,7 +8,7 @@ from pathlib import Path
 sys.path.insert(0, workflow.basedir)
 
 from servesweep.resources.setup import setup_params
-from servesweep.hunt.flow import steps as hunt_flow
+from servesweep.hunt_run import steps as hunt_run_steps
 from servesweep.sweep.config import (
     ConfigError,
     SCHEMA_PATH,
@@ -114,42 +114,42 @@ def job_priority(wildcards):
 def all_cells(wildcards=None):
     # A hunt's cells are the boots its steps measured (known once it is done).
     if SWEEP.hunt:
-        return hunt_flow.observed_cells(SWEEP, PATHS, hunt_steps(wildcards)[-1])
+        return hunt_run_steps.observed_cells(SWEEP, PATHS, hunt_steps(wildcards)[-1])
     return [str(PATHS.cell_json(*job)) for job in SWEEP.jobs]
 
 
 def hunt_record(wildcards):
-    return [hunt_flow.HUNT_JSON] if SWEEP.hunt else []
+    return [hunt_run_steps.HUNT_JSON] if SWEEP.hunt else []
 
 
 def hunt_params(wildcards):
-    return hunt_flow.hunt_params(SWEEP)
+    return hunt_run_steps.hunt_params(SWEEP)
 
 
 def hunt_step_inputs(wildcards):
-    # Step s: step s-1 and the boots it asked for (docs/hunt.md, servesweep/hunt/flow/steps.py).
+    # Step s: step s-1 and the boots it asked for (docs/hunt.md, servesweep/hunt_run/steps.py).
     # Step 0 (nothing measured) is known from the spec alone: a dry run shows round 1's cells.
     step = int(wildcards.step)
     if step == 0:
         return {}
     if step == 1:
         return {
-            "previous": hunt_flow.STEP_JSON.format(step=0),
-            "cells": hunt_flow.first_cells(SWEEP, PATHS),
+            "previous": hunt_run_steps.STEP_JSON.format(step=0),
+            "cells": hunt_run_steps.first_cells(SWEEP, PATHS),
         }
     previous = checkpoints.hunt_step.get(step=step - 1).output[0]
     return {
         "previous": previous,
-        "cells": hunt_flow.needed_cells(SWEEP, PATHS, previous),
+        "cells": hunt_run_steps.needed_cells(SWEEP, PATHS, previous),
     }
 
 
 def hunt_steps(wildcards):
     # Every step up to the first that is done (each found once Snakemake has made it).
-    steps = [hunt_flow.STEP_JSON.format(step=0)]
+    steps = [hunt_run_steps.STEP_JSON.format(step=0)]
     while True:
         steps.append(checkpoints.hunt_step.get(step=len(steps)).output[0])
-        if hunt_flow.step_done(steps[-1]):
+        if hunt_run_steps.step_done(steps[-1]):
             return steps
 
 

@@ -1,14 +1,14 @@
 """hunt_step: the hunt replayed over the boots earlier steps asked for
-(servesweep.hunt.flow.steps)."""
+(servesweep.hunt_run.steps)."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
-from servesweep.hunt.flow.steps import step_record, write_json  # noqa: E402
+from servesweep.hunt_run.steps import step_record  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
-from servesweep.jsonfile import read_json  # noqa: E402
+from servesweep.jsonfile import read_json, write_json  # noqa: E402
 from servesweep.sweep.config import load  # noqa: E402
 from servesweep.sweep.layout import Paths  # noqa: E402
 
@@ -17,7 +17,7 @@ with job_logger(sm.log[0]) as log:
     step = int(sm.wildcards.step)
     previous = read_json(Path(sm.input.previous)) if step else None
     record = step_record(load(sm.config), Paths(Path.cwd()), step, previous)
-    write_json(sm.output[0], record)
+    write_json(sm.output[0], record, indent=1)
     log(
         f"step {step}: round {record['round']}, {len(record['observed'])} boots observed, "
         f"{len(record['needed'])} needed next; done={record['done']} {record['stop_reason']}"

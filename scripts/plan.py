@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
-from servesweep.hunt.flow.plan import write_hunt_plan  # noqa: E402
+from servesweep.hunt_run.plan import write_hunt_plan  # noqa: E402
 from servesweep.joblog import job_logger  # noqa: E402
 from servesweep.sweep.config import load  # noqa: E402
 from servesweep.sweep.layout import Paths  # noqa: E402

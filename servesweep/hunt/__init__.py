@@ -5,5 +5,6 @@ Pure modules, no servers and no Snakemake: `sequential` (boundaries, the boots a
 round's power needs, and the per-look decision of one arm), `spec` (the hunt's definition,
 composed variants, a round's design), `rounds` (one round's looks and boots), `state` (the
 deterministic state machine `replay(spec, observations)`), `simulate` (known truth, for
-tests and benchmarks). docs/hunt.md gives the rules and the statistics.
+tests and benchmarks). The hunt through the workflow (its boots' records, steps, hunt.json,
+its plan) is `servesweep.hunt_run`. docs/hunt.md gives the rules and the statistics.
 """

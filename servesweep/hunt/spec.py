@@ -47,7 +47,7 @@ class Start:
 
 @dataclass(frozen=True)
 class Objective:
-    metric: str = "output_tok_s"
+    metric: str = "output_throughput"  # a summary column (sweep/hunt.py METRICS)
     higher_is_better: bool = True
     levels: tuple[Any, ...] = ()  # the levels that count
     # better at one or more counted levels and worse at none; Bonferroni over the levels
@@ -311,7 +311,7 @@ def from_dict(data: Mapping[str, Any]) -> HuntSpec:
     )
     o = dict(data.pop("objective"))
     objective = Objective(
-        metric=o.get("metric", "output_tok_s"),
+        metric=o.get("metric", Objective.metric),
         higher_is_better=o.get("direction", "higher") == "higher",
         levels=_tuple(o.get("levels")),
     )

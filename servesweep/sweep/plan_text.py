@@ -68,9 +68,10 @@ def render(
     is_default: bool,
     resolve: Resolve | None = None,
     resolve_pct: float = 2.0,
+    order: str = "every cell's first boot, then every cell's second, ...",
 ) -> str:
-    """The plan as text: a header, the job table in the order the jobs run, then each
-    cell's command and env (the same for all its boots)."""
+    """The plan as text: a header, the job table in the order the jobs run (`order` says
+    which), then each cell's command and env (the same for all its boots)."""
     t = totals(planned)
     source = ", ".join(sweep_files) + (" (the default sweep)" if is_default else "")
     boots = t["jobs"] // t["cells"] if t["cells"] else 0
@@ -83,7 +84,7 @@ def render(
         f"{t['whole_sweep_gpu_hours']:g} GPU-hours)",
         f"estimates from the cells' own records, else the same engine's, else defaults "
         f"({defaults_text()})",
-        "jobs run in this order: every cell's first boot, then every cell's second, ...",
+        f"jobs run in this order: {order}",
         "",
     ]
     rows = [
@@ -169,7 +170,7 @@ def write_plan(
     sweep: Sweep, paths: Paths, sweep_files: list[str], is_default: bool, out_txt, out_json
 ) -> str:
     """Write the plan as text and JSON; return the text. (A hunt's plan is
-    servesweep.hunt.flow.plan.write_hunt_plan, on top of this module.)"""
+    servesweep.hunt_run.plan.write_hunt_plan, on top of this module.)"""
     planned = plan_sweep(sweep, paths)
     resolve = resolve_suggestion(sweep, paths, planned)
     text = render(planned, sweep_files, is_default, resolve, sweep.analysis["resolve_pct"])

@@ -13,7 +13,7 @@ def make_spec(candidates, **kw):
     data = {
         "start": {"name": "baseline", "stack": "sgl", "flags": {"tp": 8, "mem": 0.8}},
         "candidates": candidates,
-        "objective": {"metric": "output_tok_s", "levels": [1, 256]},
+        "objective": {"metric": "output_throughput", "levels": [1, 256]},
         "gpu_hours_per_boot": 0.2,
         **kw,
     }

@@ -4,15 +4,17 @@ boot records (no Snakemake)."""
 import copy
 import json
 import math
+import typing
 
 import pytest
 from fixtures.faults import config
 
 from servesweep import CLIENT_VERSION, METRICS_VERSION
 from servesweep.hunt import spec as hs
-from servesweep.hunt.flow.observe import boot_cost, observations
 from servesweep.hunt.state import BootKey
-from servesweep.sweep.config import ConfigError, load, spec_hash
+from servesweep.hunt_run.observe import boot_cost, observations
+from servesweep.records import LevelSummary
+from servesweep.sweep.config import ConfigError, load, schema, spec_hash
 from servesweep.sweep.layout import Paths
 
 CANDIDATES = {
@@ -58,6 +60,12 @@ def test_the_hunt_maps_onto_the_spec_with_the_schemas_defaults():
     # The schema's defaults are the spec's own: one set of defaults.
     plain = hs.HuntSpec(s.start, s.candidates, s.objective)
     assert (plain.boots_min, plain.boots_max, plain.stage) == (s.boots_min, s.boots_max, s.stage)
+    objective = schema()["properties"]["hunt"]["properties"]["objective"]["properties"]
+    assert hs.Objective().metric == objective["metric"]["default"] == h.metric
+    assert hs.Objective().metric in typing.get_type_hints(LevelSummary)  # a summary column
+    bare = {"start": {"name": "b", "stack": "t"}, "candidates": {}, "objective": {"levels": [1]}}
+    plain = hs.from_dict(bare)
+    assert plain.objective.metric == hs.Objective().metric
     # Stated, not measured: 10 min a boot on the start's GPUs (0 here: counted as one).
     assert s.gpu_hours_per_boot == pytest.approx(10 / 60)
 
@@ -291,7 +299,7 @@ def measure(root, sweep, key) -> None:
 
 
 def test_the_steps_chain_to_the_known_path_and_replay_the_same(tmp_path):
-    from servesweep.hunt.flow.steps import hunt_record, step_record
+    from servesweep.hunt_run.steps import hunt_record, step_record
 
     sweep = load(hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5))
     paths = Paths(tmp_path)
@@ -322,8 +330,8 @@ def test_the_steps_chain_to_the_known_path_and_replay_the_same(tmp_path):
 
 
 def test_the_plan_reads_where_the_hunt_stands_from_the_records(tmp_path):
-    from servesweep.hunt.flow.plan import header, plan_hunt
-    from servesweep.hunt.flow.steps import step_record
+    from servesweep.hunt_run.plan import header, plan_hunt
+    from servesweep.hunt_run.steps import step_record
 
     sweep = load(hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5))
     paths = Paths(tmp_path)
@@ -340,6 +348,12 @@ def test_the_plan_reads_where_the_hunt_stands_from_the_records(tmp_path):
     text = "\n".join(header(sweep, state))
     assert f"spent so far: {len(first['needed'])} boots" in text
     assert f"worst case left: {second['worst_case_left']['boots']} boots" in text
+    # The plan's text is the sweep's, told the order a hunt's jobs run in.
+    from servesweep.hunt_run.plan import write_hunt_plan
+
+    text = write_hunt_plan(sweep, paths, ["s.yaml"], False, tmp_path / "p.txt", tmp_path / "p.json")
+    order = "jobs run in this order: the reference's and each arm's boots interleaved, boot by boot"
+    assert order in text.splitlines() and "every cell's first boot" not in text
     # A record measured with another spec is not where the hunt stands.
     cfg = hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5)
     cfg["hunt"]["candidates"]["a"]["flags"]["speedup"] = 3

@@ -10,10 +10,10 @@ from fixtures.browser import keep_screenshot, need_browser, render
 from fixtures.cells import SETTINGS, judge_sweep, write_sweep
 
 from servesweep.hunt import spec as hs
-from servesweep.hunt.flow.observe import BootCost
-from servesweep.hunt.flow.steps import jsonable, ledger, rounds_record
 from servesweep.hunt.simulate import Noise, Truth, run
 from servesweep.hunt.state import worst_case
+from servesweep.hunt_run.observe import BootCost
+from servesweep.hunt_run.steps import jsonable, ledger, rounds_record
 from servesweep.results.report import hunt_views
 from servesweep.results.report.build import build_report
 

@@ -9,9 +9,9 @@ import math
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
-from servesweep.hunt.flow.observe import observe_cells, read_cells
 from servesweep.hunt.rounds import PLAN_DF
 from servesweep.hunt.state import BootKey
+from servesweep.hunt_run.observe import observe_cells, read_cells
 from servesweep.records import CellRecord
 from servesweep.sweep.config import Sweep, spec_hash
 from servesweep.sweep.layout import Paths
@@ -136,10 +136,8 @@ def write_hunt_plan(
 ) -> str:
     """A hunt's plan as text and JSON: where it stands, then its next boots as cells."""
     state, planned = plan_hunt(sweep, paths)
-    text = render(planned, sweep_files, is_default).replace(
-        "every cell's first boot, then every cell's second, ...",
-        "the reference's and each arm's boots interleaved, boot by boot",
-    )
+    order = "the reference's and each arm's boots interleaved, boot by boot"
+    text = render(planned, sweep_files, is_default, order=order)
     first, rest = text.split("\n", 1)
     text = "\n".join([first, *header(sweep, state), rest])
     data = plan_json(planned, sweep_files, is_default)

@@ -13,7 +13,6 @@ measured GPU-hours.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,8 +20,8 @@ from typing import Any
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
-from servesweep.hunt.flow.observe import BootCost, cell_path, observations
 from servesweep.hunt.state import BootKey
+from servesweep.hunt_run.observe import BootCost, cell_path, observations
 from servesweep.jsonfile import read_json
 from servesweep.level import Level
 from servesweep.server.engines import launch_env
@@ -233,8 +232,3 @@ def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
         "cells": [str(cell_path(sweep, Paths(Path(".")), k)) for k in sorted(costs, key=tuple)],
         "spec_digest": hashlib.sha256(hunt_params(sweep).encode()).hexdigest()[:12],
     }
-
-
-def write_json(path: str | Path, data: dict) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
