@@ -23,7 +23,7 @@ from servesweep.run.record import new_cell_record
 from servesweep.server.failures import BOOT_RETRY_CAUSES
 from servesweep.server.gpu_slots import SlotsUnavailable, hold
 from servesweep.server.process import free_port
-from servesweep.sweep.config import schema
+from servesweep.sweep.config import section_defaults
 
 
 def run_cell(
@@ -101,8 +101,7 @@ def setup_failed(job: CellJob, failure: Failure, log=print) -> CellRecord:
 
 def default_gpu_slots() -> dict:
     """The schema's defaults of `gpu_slots` (for callers without a sweep)."""
-    keys = schema()["properties"]["gpu_slots"]["properties"]
-    return {key: value["default"] for key, value in keys.items()}
+    return section_defaults("gpu_slots")
 
 
 def _boots(run: CellRun, server_log: Path, boot_retries: int, log) -> None:

@@ -79,6 +79,12 @@ def schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
+def section_defaults(section: str) -> dict:
+    """The schema's defaults of a top-level section's keys (those that have one)."""
+    keys = schema()["properties"][section]["properties"]
+    return {key: value["default"] for key, value in keys.items() if "default" in value}
+
+
 def _key_path(path) -> str:
     """Render a jsonschema path as `variants.ep8.flags[0]`."""
     out = ""
