@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 from servesweep.joblog import job_logger  # noqa: E402
 from servesweep.run.cell import run_cell  # noqa: E402
 from servesweep.run.scheduler import job_deadline  # noqa: E402
-from servesweep.sweep.config import load  # noqa: E402
+from servesweep.sweep.config import load, spec_from_json  # noqa: E402
 
 STARTED = time.time()
 
@@ -28,7 +28,7 @@ sm = snakemake  # noqa: F821
 sweep = load(sm.config)
 with job_logger(sm.log.job) as log:
     run_cell(
-        spec=json.loads(sm.params.spec),
+        spec=spec_from_json(sm.params.spec),
         stack_manifest=json.loads(Path(sm.input.stack).read_text()),
         model_manifest=json.loads(Path(sm.input.model).read_text()),
         out_dir=Path(sm.output.cell).parent,

@@ -301,6 +301,36 @@ class RequestRecord(TypedDict):
     held: NotRequired[bool]  # rate levels: due while the concurrency cap was full
 
 
+class SpecModel(TypedDict):
+    """A cell spec's `model`: its name and its source as the config gives it."""
+
+    name: str
+    source: dict[str, Any]  # {synthetic | hf | path: …}
+
+
+class CellSpec(TypedDict):
+    """Everything one cell's measurement depends on: the contract from the sweep to a boot
+    (built once, by servesweep.sweep.config.Sweep.spec; its canonical JSON is a param of
+    run_cell and its hash the cell's `spec_hash`). The cell record's `spec`. A plain dict at
+    run time, so its JSON and hash are what they were before it had a type."""
+
+    stack: dict[str, Any]  # {"name": the stack, **its config}
+    model: SpecModel
+    variant: str
+    extends_chain: list[str]
+    engine: str
+    engine_options: dict[str, Any]
+    flags: list[list]  # [name, value] pairs, in the order the server gets them
+    command: list[str]  # with <stack>, <model>, <port> placeholders
+    env: dict[str, str]
+    gpus: int
+    server: dict[str, Any]  # the config's `server:`, defaults filled
+    correctness: dict[str, Any] | bool  # the pass's settings; False: off
+    benchmark: dict[str, Any]  # `benchmark:` less `repeats`, with num_prompts_per_level
+    client_version: str
+    slo: NotRequired[dict[str, Any]]  # benchmark.search only: the SLO it searches under
+
+
 class CellRecord(TypedDict):
     """results/cells/{stack}/{model}/{variant}/r{repeat}/cell.json (servesweep.run.cell)."""
 
@@ -310,7 +340,7 @@ class CellRecord(TypedDict):
     repeat: int  # which boot of the cell
     engine: str
     spec_hash: str
-    spec: dict[str, Any]
+    spec: CellSpec
     client_version: str
     attempt: int
     status: str  # ok | failed

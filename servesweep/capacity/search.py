@@ -15,7 +15,7 @@ import math
 from typing import NamedTuple
 
 from servesweep.level import INF, Level
-from servesweep.records import CapacityRecord, LevelSummary
+from servesweep.records import CapacityRecord, CellSpec, LevelSummary
 
 DEFAULT_ATTAINMENT = 0.9
 
@@ -25,7 +25,7 @@ class Search(NamedTuple):
     attainment: float  # share of requests that must meet the SLO
 
 
-def search_of(spec: dict) -> Search | None:
+def search_of(spec: CellSpec) -> Search | None:
     s = spec["benchmark"].get("search")
     if not s:
         return None

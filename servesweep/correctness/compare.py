@@ -29,7 +29,9 @@ import csv
 from pathlib import Path
 from typing import NamedTuple
 
-DEFAULT_THRESHOLD = 0.95
+from servesweep.sweep.analysis import AnalysisSettings
+
+DEFAULT_THRESHOLD = AnalysisSettings().correctness_threshold  # the schema's, 0.95
 SELF_MODE = "all_together_vs_one_at_a_time"  # compare_modes' mode name
 SAME_SETTINGS = ("prompts", "seed", "max_tokens")  # what two records must share
 

@@ -16,10 +16,11 @@ from servesweep.correctness.answers import run_correctness
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.level import Level, warmup_requests
 from servesweep.records import CellRecord, LevelSummary
+from servesweep.run.job import CellJob
 from servesweep.run.levels import level_plan, level_prompts, rate_schedule
 from servesweep.run.record import new_cell_record
 from servesweep.run.scheduler import time_limit_margin
-from servesweep.server.engines import get_engine, launch_command, launch_env
+from servesweep.server.engines import get_engine, launch_command
 from servesweep.server.engines.gauges import GaugeSampler
 from servesweep.server.engines.prometheus import counter_delta
 from servesweep.server.env import comm_env, server_env, workflow_env
@@ -28,7 +29,6 @@ from servesweep.server.gpu_slots import GpuLease
 from servesweep.server.process import ServerProcess, port_is_free
 from servesweep.server.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.server.telemetry import GpuSampler, joules_per_token, visible_indices
-from servesweep.sweep.config import spec_hash
 from servesweep.sweep.layout import level_name
 from servesweep.workloads.base import load_tokenizer
 
@@ -39,33 +39,23 @@ LIVENESS_PROBE_MAX_S = 60.0
 class CellRun:
     """One measurement of one cell: its record, its log, and how a failure is written."""
 
-    def __init__(
-        self,
-        spec: dict,
-        stack_manifest: dict,
-        model_manifest: dict,
-        out_dir: Path,
-        server_log: Path,
-        log=print,
-        attempt: int = 0,
-        repeat: int = 0,
-        deadline: float | None = None,
-    ):
+    def __init__(self, job: CellJob, log=print):
+        spec, deadline = job.spec, job.deadline
         self.spec = spec
-        self.repeat = repeat
+        self.repeat = job.repeat
         # The job's time limit (time.time) as a time.monotonic cutoff, less the margin.
         self.cutoff = None
         if deadline is not None:
             left = deadline - time_limit_margin(spec) - time.time()
             self.cutoff = time.monotonic() + left
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(job.out_dir)
         self.levels_dir = self.out_dir / "levels"
-        self.server_log = Path(server_log)
+        self.server_log = Path(job.server_log)
         self.log = log
         self.engine = get_engine(spec["engine"], spec.get("engine_options"))
         self.host = spec["server"]["host"]
-        self.python = stack_manifest["python"]
-        self.model_path = model_manifest["path"]
+        self.python = job.stack_manifest["python"]
+        self.model_path = job.model_manifest["path"]
         self.plan = level_plan(spec)
         self.tokenizer = load_tokenizer(Path(self.model_path))
         bench = spec["benchmark"]
@@ -78,17 +68,7 @@ class CellRun:
             extra_body=self.engine.request_extras(),
             tokenizer=self.tokenizer,
         )
-        self.record = new_cell_record(
-            spec,
-            spec_hash(spec),
-            launch_env(spec),
-            repeat,
-            attempt,
-            deadline,
-            stack_manifest,
-            model_manifest,
-            self.plan,
-        )
+        self.record = new_cell_record(job, self.plan)
         self.use_gpus(None)
 
     def use_gpus(self, lease: GpuLease | None) -> None:

@@ -14,22 +14,22 @@ import shutil
 from pathlib import Path
 
 from servesweep.jsonfile import utc_now, write_json
-from servesweep.records import CellRecord
+from servesweep.records import CellRecord, CellSpec, Failure, ModelManifest, StackManifest
 from servesweep.resources.setup import setup_failure
 from servesweep.run.boot import CellRun
+from servesweep.run.job import CellJob
 from servesweep.run.levels import level_plan
 from servesweep.run.record import new_cell_record
-from servesweep.server.engines import launch_env
 from servesweep.server.failures import BOOT_RETRY_CAUSES
 from servesweep.server.gpu_slots import SlotsUnavailable, hold
 from servesweep.server.process import free_port
-from servesweep.sweep.config import schema, spec_hash
+from servesweep.sweep.config import section_defaults
 
 
 def run_cell(
-    spec: dict,
-    stack_manifest: dict,
-    model_manifest: dict,
+    spec: CellSpec,
+    stack_manifest: StackManifest,
+    model_manifest: ModelManifest,
     out_dir: Path,
     server_log: Path,
     log=print,
@@ -59,14 +59,13 @@ def run_cell(
     server_log.parent.mkdir(parents=True, exist_ok=True)
     server_log.write_bytes(b"")
 
+    job = CellJob(
+        spec, stack_manifest, model_manifest, Path(out_dir), server_log, attempt, repeat, deadline
+    )
     inherited = setup_failure(stack_manifest, model_manifest)
     if inherited is not None:
-        return setup_failed(
-            spec, stack_manifest, model_manifest, out_dir, inherited, attempt, repeat, deadline, log
-        )
-    run = CellRun(
-        spec, stack_manifest, model_manifest, out_dir, server_log, log, attempt, repeat, deadline
-    )
+        return setup_failed(job, inherited, log)
+    run = CellRun(job, log)
     log(
         f"cell {run.record['stack']}/{run.record['model']}/{run.record['variant']} boot "
         f"r{repeat}, spec {run.record['spec_hash']}"
@@ -84,46 +83,25 @@ def run_cell(
     return run.finish()
 
 
-def setup_failed(
-    spec: dict,
-    stack_manifest: dict,
-    model_manifest: dict,
-    out_dir: Path,
-    failure: dict,
-    attempt: int,
-    repeat: int,
-    deadline: float | None,
-    log=print,
-) -> CellRecord:
+def setup_failed(job: CellJob, failure: Failure, log=print) -> CellRecord:
     """The record of a boot whose stack or model could not be set up: failed at stage
     `stack` or `model` with the setup's cause, message and log tail; nothing launched, every
     level not run."""
-    record = new_cell_record(
-        spec,
-        spec_hash(spec),
-        launch_env(spec),
-        repeat,
-        attempt,
-        deadline,
-        stack_manifest,
-        model_manifest,
-        level_plan(spec),
-    )
+    record = new_cell_record(job, level_plan(job.spec))
     record["status"] = "failed"
-    record["failure"] = {**failure, "level": None, "repeat": repeat}
+    record["failure"] = {**failure, "level": None, "repeat": job.repeat}
     record["gpu_slots"], record["workflow_env"], record["comm_env"] = None, {}, {}
     record["correctness"] = {"status": "skipped", "why": f"the {failure['stage']} failed"}
     record["finished_at"] = utc_now()
     log(f"FAILED at {failure['stage']}: {failure['cause']}: {failure['message']}")
-    write_json(Path(out_dir) / "correctness.json", {"version": 1, **record["correctness"]})
-    write_json(Path(out_dir) / "cell.json", record)
+    write_json(job.out_dir / "correctness.json", {"version": 1, **record["correctness"]})
+    write_json(job.out_dir / "cell.json", record)
     return record
 
 
 def default_gpu_slots() -> dict:
     """The schema's defaults of `gpu_slots` (for callers without a sweep)."""
-    keys = schema()["properties"]["gpu_slots"]["properties"]
-    return {key: value["default"] for key, value in keys.items()}
+    return section_defaults("gpu_slots")
 
 
 def _boots(run: CellRun, server_log: Path, boot_retries: int, log) -> None:

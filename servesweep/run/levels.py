@@ -7,13 +7,14 @@ import zlib
 
 from servesweep.bench.arrivals import schedule
 from servesweep.level import Level, levels_of, measured_requests, warmup_requests
+from servesweep.records import CellSpec
 from servesweep.sweep.config import arrival
 from servesweep.workloads import Prompt, make_prompts
 
 WARMUP_SALT = 1_000_000_007  # a rate level's warm-up schedule: its own seed
 
 
-def level_plan(spec: dict) -> list[tuple[Level, int]]:
+def level_plan(spec: CellSpec) -> list[tuple[Level, int]]:
     """(level, in_boot) in the order one boot runs them: each level's measurements within
     the boot back to back."""
     bench = spec["benchmark"]
@@ -28,7 +29,7 @@ def _salt(level: Level) -> int:
     return level.value * 101
 
 
-def level_prompts(spec: dict, tokenizer, level: Level, in_boot: int) -> list[Prompt]:
+def level_prompts(spec: CellSpec, tokenizer, level: Level, in_boot: int) -> list[Prompt]:
     """The level's prompts (warmup first). Seeded by level and in-boot index only, so every
     variant, and every boot, sees exactly the same requests."""
     bench = spec["benchmark"]
@@ -39,7 +40,7 @@ def level_prompts(spec: dict, tokenizer, level: Level, in_boot: int) -> list[Pro
 
 
 def rate_schedule(
-    spec: dict, level: Level, in_boot: int, measured: int, warmup: bool = False
+    spec: CellSpec, level: Level, in_boot: int, measured: int, warmup: bool = False
 ) -> list[float]:
     """When each measured (or, `warmup`, each warm-up) request of a rate level is due (s
     after the first): seeded by the arrival seed, the level and the in-boot index, so every

@@ -6,38 +6,31 @@ from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import utc_now
 from servesweep.level import Level
 from servesweep.records import CellRecord
+from servesweep.run.job import CellJob
 from servesweep.run.scheduler import scheduler_info
+from servesweep.server.engines import launch_env
+from servesweep.sweep.config import spec_hash
 
 
-def new_cell_record(
-    spec: dict,
-    spec_hash: str,
-    env: dict[str, str],
-    repeat: int,
-    attempt: int,
-    deadline: float | None,
-    stack_manifest: dict,
-    model_manifest: dict,
-    plan: list[tuple[Level, int]],
-) -> CellRecord:
-    """A boot's record before anything ran: every level not run yet. `spec_hash` and
-    `env` are the spec's (servesweep.sweep.config.spec_hash,
-    servesweep.server.engines.launch_env)."""
+def new_cell_record(job: CellJob, plan: list[tuple[Level, int]]) -> CellRecord:
+    """A boot's record before anything ran: every level of `plan` not run yet; `env` is
+    the spec's (servesweep.server.engines.launch_env)."""
+    spec, repeat = job.spec, job.repeat
     return {
         "stack": spec["stack"]["name"],
         "model": spec["model"]["name"],
         "variant": spec["variant"],
         "repeat": repeat,
         "engine": spec["engine"],
-        "spec_hash": spec_hash,
+        "spec_hash": spec_hash(spec),
         "spec": spec,
         "client_version": CLIENT_VERSION,
-        "attempt": attempt,
+        "attempt": job.attempt,
         "status": "ok",
         "failure": None,
         "command": [],
         "command_str": "",
-        "env": env,
+        "env": launch_env(spec),
         "host": spec["server"]["host"],
         "port": 0,
         "server_pid": None,
@@ -49,9 +42,9 @@ def new_cell_record(
         "teardown": None,
         "scheduler": scheduler_info(),
         "correctness": None,
-        "deadline": deadline,
-        "stack_manifest": stack_manifest,
-        "model_manifest": model_manifest,
+        "deadline": job.deadline,
+        "stack_manifest": job.stack_manifest,
+        "model_manifest": job.model_manifest,
         "levels": [
             {
                 "level": lv.json,

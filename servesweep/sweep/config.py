@@ -22,6 +22,7 @@ from servesweep import CLIENT_VERSION
 from servesweep.level import Kind, Level, levels_of
 from servesweep.level import load_kind as load_kind_of
 from servesweep.level import num_prompts as level_prompts
+from servesweep.records import CellSpec
 from servesweep.server.engines import ENGINES, get_engine
 from servesweep.sweep import checks
 from servesweep.sweep.checks import (
@@ -76,6 +77,12 @@ class ConfigError(ValueError):
 @cache
 def schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def section_defaults(section: str) -> dict:
+    """The schema's defaults of a top-level section's keys (those that have one)."""
+    keys = schema()["properties"][section]["properties"]
+    return {key: value["default"] for key, value in keys.items() if "default" in value}
 
 
 def _key_path(path) -> str:
@@ -280,7 +287,7 @@ class Sweep:
         gpus = self.variant(variant)["gpus"]
         return self.server["gpus"] if gpus is None else gpus
 
-    def spec(self, stack: str, model: str, variant: str) -> dict:
+    def spec(self, stack: str, model: str, variant: str) -> CellSpec:
         """Everything a cell's measurement depends on. Runtime values (interpreter,
         model directory, port) appear as placeholders; the stack manifest and the
         model files are tracked by Snakemake as inputs instead."""
@@ -294,29 +301,31 @@ class Sweep:
             flags=v["flags"],
             gpus=self.gpus(variant),
         )
-        return {
-            "stack": {"name": stack, **self.stacks[stack]},
-            "model": {"name": model, "source": self.models[model]},
-            "variant": variant,
-            "extends_chain": v["chain"],
-            "engine": v["engine"],
-            "engine_options": v["engine_options"],
+        spec = CellSpec(
+            stack={"name": stack, **self.stacks[stack]},
+            model={"name": model, "source": self.models[model]},
+            variant=variant,
+            extends_chain=v["chain"],
+            engine=v["engine"],
+            engine_options=v["engine_options"],
             # Pairs, not a mapping: the canonical JSON sorts mapping keys, and the
             # server must get its flags in the order the config gives them.
-            "flags": [[name, value] for name, value in v["flags"].items()],
-            "command": command,
-            "env": v["env"],
-            "gpus": self.gpus(variant),
-            "server": self.server,
-            "correctness": self.correctness,
+            flags=[[name, value] for name, value in v["flags"].items()],
+            command=command,
+            env=v["env"],
+            gpus=self.gpus(variant),
+            server=self.server,
+            correctness=self.correctness,
             # Without `repeats`: how many boots a sweep asks for is not something one boot's
             # measurement depends on, so raising it runs only the new boots.
-            "benchmark": self._spec_benchmark(),
-            "client_version": CLIENT_VERSION,
+            benchmark=self._spec_benchmark(),
+            client_version=CLIENT_VERSION,
+        )
+        if "search" in self.benchmark:
             # The capacity search judges levels as they run, so its SLO is part of what a
             # boot measures; without a search `slo` only judges (and stays out of the spec).
-            **({"slo": self.raw["slo"]} if "search" in self.benchmark else {}),
-        }
+            spec["slo"] = self.raw["slo"]
+        return spec
 
 
 def next_attempt(cell_json: Path, retries: dict) -> int:
@@ -340,12 +349,17 @@ def next_attempt(cell_json: Path, retries: dict) -> int:
     return attempt
 
 
-def spec_json(spec: dict) -> str:
+def spec_json(spec: CellSpec | dict) -> str:
     """Canonical JSON: the same spec always gives the same text (and hash)."""
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
-def spec_hash(spec: dict) -> str:
+def spec_from_json(text: str) -> CellSpec:
+    """The spec `spec_json` wrote (run_cell's param), as the cell spec it was."""
+    return json.loads(text)
+
+
+def spec_hash(spec: CellSpec | dict) -> str:
     return hashlib.sha256(spec_json(spec).encode()).hexdigest()[:12]
 
 

@@ -22,6 +22,7 @@ from typing import NamedTuple
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import read_json
 from servesweep.level import INF, level_key, levels_of, warmup_requests
+from servesweep.records import CellRecord, CellSpec
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
 from servesweep.server.engines import launch_command, launch_env
@@ -71,8 +72,8 @@ def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def cell_state(
-    previous: dict | None,
-    spec: dict,
+    previous: CellRecord | None,
+    spec: CellSpec,
     attempt: int,
     retries: dict,
     inputs_missing: list[str],
@@ -142,7 +143,7 @@ class Rates:
                 self.teardown[engine].append(float(own["teardown"]))
             self.by_cell[(cell.get("stack"), cell.get("model"), cell.get("variant"))] = own
 
-    def estimate(self, key: tuple, spec: dict) -> tuple[float, str]:
+    def estimate(self, key: tuple, spec: CellSpec) -> tuple[float, str]:
         """Seconds one measurement of the cell takes, and where the rates came from."""
         engine = spec["engine"]
         own = self.by_cell.get(key) or {"boot": None, "teardown": None, "tput": {}}
@@ -186,7 +187,7 @@ class Rates:
                 return total, source
         return total, "default rates"
 
-    def _correctness_s(self, own: dict, spec: dict) -> float:
+    def _correctness_s(self, own: dict, spec: CellSpec) -> float:
         """The correctness pass: its prompts one at a time at the one-stream rate, then all
         together (about half that again, as batches are faster)."""
         pass_config = spec.get("correctness")

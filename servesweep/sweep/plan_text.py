@@ -11,6 +11,7 @@ from tabulate import tabulate
 from servesweep import CLIENT_VERSION
 from servesweep.server.env import MULTICAST_OFF
 from servesweep.stats import PRACTICAL_MAX_BOOTS
+from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.config import Sweep
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.plan import (
@@ -67,7 +68,7 @@ def render(
     sweep_files: list[str],
     is_default: bool,
     resolve: Resolve | None = None,
-    resolve_pct: float = 2.0,
+    resolve_pct: float = AnalysisSettings().resolve_pct,
     order: str = "every cell's first boot, then every cell's second, ...",
 ) -> str:
     """The plan as text: a header, the job table in the order the jobs run (`order` says

@@ -26,6 +26,7 @@ from servesweep.records import (
 from servesweep.results.collect.derived import prefix_cache_hit_rate
 from servesweep.results.collect.recompute import needs_recompute, recompute
 from servesweep.results.collect.validity import invalid_reasons
+from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.layout import level_name
 
 # summary.csv's columns, declared once in servesweep.records: the cell's first, then the level
@@ -134,7 +135,7 @@ class Analysis(NamedTuple):
     levels: list[Level] | None = None  # the configured levels
     repeats_in_boot: int = 1
     error_rate_threshold: float = 0.5
-    gates: dict | None = None  # the config's `analysis` section
+    gates: AnalysisSettings = AnalysisSettings()  # the config's `analysis` section
     slo: dict | None = None  # the config's `slo` section: goodput per level
 
     @property
@@ -143,9 +144,6 @@ class Analysis(NamedTuple):
         if self.levels is None:
             return None
         return [(lv.json, i) for lv in self.levels for i in range(self.repeats_in_boot)]
-
-
-DEFAULT_GATES = {"max_failed_fraction": 0.01, "min_steady_fraction": 0.2}
 
 
 def _checked(cell: CellRecord, lev: LevelSummary, levels_dir: Path, analysis: Analysis) -> dict:
@@ -161,7 +159,7 @@ def _checked(cell: CellRecord, lev: LevelSummary, levels_dir: Path, analysis: An
         name = level_name(lev["level"], lev.get("in_boot", 0))
         path = levels_dir / f"{name}.requests.jsonl"
         lev = {**lev, **level_goodput(path, analysis.slo, lev.get("duration_s"))}
-    reasons = invalid_reasons(lev, cell.get("client_version"), analysis.gates or DEFAULT_GATES)
+    reasons = invalid_reasons(lev, cell.get("client_version"), AnalysisSettings.of(analysis.gates))
     return {**lev, **LevelGates(valid=not reasons, invalid_reasons="; ".join(reasons) or None)}
 
 

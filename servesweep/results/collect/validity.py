@@ -10,6 +10,7 @@ import math
 
 from servesweep import CLIENT_VERSION, METRICS_VERSION
 from servesweep.records import LevelSummary
+from servesweep.sweep.analysis import AnalysisSettings
 
 GATES = {
     "not_ok": "the level did not complete (failed or not run)",
@@ -32,7 +33,7 @@ def _number(value) -> float | None:
     return None if math.isnan(number) else number
 
 
-def invalid_reasons(level: LevelSummary, client_version, analysis: dict) -> list[str]:
+def invalid_reasons(level: LevelSummary, client_version, analysis: AnalysisSettings) -> list[str]:
     """The gates a level summary fails, as `gate: detail` strings (empty: valid)."""
     reasons: list[str] = []
     if level.get("status") != "ok":
@@ -47,9 +48,9 @@ def invalid_reasons(level: LevelSummary, client_version, analysis: dict) -> list
         reasons.append("zero_output: 0 output tokens")
     completed = _number(level.get("completed")) or 0
     failed = _number(level.get("failed")) or 0
-    if completed + failed and failed / (completed + failed) > analysis["max_failed_fraction"]:
+    if completed + failed and failed / (completed + failed) > analysis.max_failed_fraction:
         share = 100 * failed / (completed + failed)
-        limit = 100 * analysis["max_failed_fraction"]
+        limit = 100 * analysis.max_failed_fraction
         reasons.append(f"failed_requests: {share:.1f} % > {limit:g} %")
     if str(level.get("rate_short")).lower() == "true":
         ratio, late = _number(level.get("achieved_ratio")), level.get("late_requests")
@@ -62,7 +63,7 @@ def invalid_reasons(level: LevelSummary, client_version, analysis: dict) -> list
     if mismatch:
         reasons.append(f"usage_mismatch: {int(mismatch)} requests")
     window, duration = _number(level.get("steady_window_s")), _number(level.get("duration_s"))
-    needed = analysis["min_steady_fraction"]
+    needed = analysis.min_steady_fraction
     share = window / duration if window is not None and duration else None
     # An open-loop (rate) level's drain is the server's backlog of arrivals it did not keep
     # up with: what the level measures, not ramp-down; its goodput says how it fared.

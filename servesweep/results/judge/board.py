@@ -15,9 +15,9 @@ import pandas as pd
 
 from servesweep import stats
 from servesweep.level import parse_value
+from servesweep.sweep.analysis import AnalysisSettings, FirstBootRule
 
 ALPHA = stats.ALPHA
-FirstBootRule = Literal["auto", "keep", "drop"]
 Family = Literal["primary", "secondary"]
 PRIMARY, SECONDARY = "primary", "secondary"
 
@@ -42,7 +42,8 @@ METRICS = {
     "median_tpot_ms": Metric("median_tpot_ms", False, ("tpot_ms", 50)),
     "p99_tpot_ms": Metric("p99_tpot_ms", False, ("tpot_ms", 99)),
 }
-HEADLINE_METRIC = "output_throughput"  # the objective when the sweep names none
+HEADLINE_METRIC = AnalysisSettings().objective  # the objective when the sweep names none
+_ANALYSIS = AnalysisSettings()  # the schema's defaults
 
 # Per boot (repeat) and level: the request values of its valid measurements.
 RequestValues = Callable[[tuple, int, object, str], list[float]]
@@ -50,30 +51,30 @@ Key = tuple  # (stack, model, variant, level)
 
 
 class Judging(NamedTuple):
-    """How a sweep is judged: the `analysis` section, with the objective and its counted
+    """How a sweep is judged: its `analysis` settings, with the objective and its counted
     levels (the hunt's where the sweep hunts)."""
 
-    baseline: str = "baseline"
-    reference_stack: str | None = None
-    objective: str = HEADLINE_METRIC
+    baseline: str = _ANALYSIS.baseline
+    reference_stack: str | None = _ANALYSIS.reference_stack
+    objective: str = _ANALYSIS.objective
     counted_levels: tuple | None = None  # None: every level
-    first_boot: FirstBootRule = "auto"
-    noise_cv: float = 0.05
-    resolve_pct: float = 2.0
-    margin_throughput_pct: float = 2.0
-    margin_latency_pct: float = 5.0
+    first_boot: FirstBootRule = _ANALYSIS.first_boot
+    noise_cv: float = _ANALYSIS.noise_cv
+    resolve_pct: float = _ANALYSIS.resolve_pct
+    margin_throughput_pct: float = _ANALYSIS.margin_throughput_pct
+    margin_latency_pct: float = _ANALYSIS.margin_latency_pct
 
     @classmethod
-    def of(cls, analysis: Mapping, objective: str | None = None, levels=None) -> Judging:
-        """From a sweep's `analysis` section (schema defaults filled); `objective` and
-        `levels` (a hunt's) win over `analysis.objective` / `analysis.levels`."""
-        fields = {k: analysis[k] for k in cls._fields if k in analysis}
-        fields.pop("counted_levels", None)
-        fields.pop("objective", None)
-        counted = levels if levels is not None else analysis.get("levels")
+    def of(
+        cls, analysis: AnalysisSettings | Mapping, objective: str | None = None, levels=None
+    ) -> Judging:
+        """From a sweep's `analysis` (its settings, or the section as a mapping); `objective`
+        and `levels` (a hunt's) win over `analysis.objective` / `analysis.levels`."""
+        a = AnalysisSettings.of(analysis)
+        counted = levels if levels is not None else a.levels
         return cls(
-            **fields,
-            objective=objective or analysis.get("objective") or HEADLINE_METRIC,
+            **{k: getattr(a, k) for k in cls._fields if k not in ("objective", "counted_levels")},
+            objective=objective or a.objective,
             counted_levels=None if counted is None else tuple(parse_value(v) for v in counted),
         )
 

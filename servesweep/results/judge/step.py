@@ -13,6 +13,7 @@ from servesweep.results.collect.cells import Analysis, collect_cells, load_cells
 from servesweep.results.collect.requests import RequestStore
 from servesweep.results.judge.capacity import capacity_comparisons, capacity_rows
 from servesweep.results.judge.verdicts import Judging, compare, to_frame
+from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.config import Sweep
 from servesweep.sweep.hunt import CAPACITY
 
@@ -23,7 +24,7 @@ def analysis_of(sweep: Sweep) -> Analysis:
         levels=list(sweep.levels),
         repeats_in_boot=bench["repeats_in_boot"],
         error_rate_threshold=bench["error_rate_threshold"],
-        gates=sweep.analysis,
+        gates=AnalysisSettings.of(sweep.analysis),
         slo=sweep.raw.get("slo"),
     )
 
@@ -31,9 +32,10 @@ def analysis_of(sweep: Sweep) -> Analysis:
 def judging_of(sweep: Sweep) -> Judging:
     """How the sweep is judged: its `analysis`, the objective and counted levels the
     hunt's where it hunts (so the hunt and the verdict table judge the same family)."""
+    settings = AnalysisSettings.of(sweep.analysis)
     if sweep.hunt is not None and sweep.hunt.metric != CAPACITY:
-        return Judging.of(sweep.analysis, sweep.hunt.metric, sweep.hunt.levels)
-    return Judging.of(sweep.analysis)
+        return Judging.of(settings, sweep.hunt.metric, sweep.hunt.levels)
+    return Judging.of(settings)
 
 
 def pass_records(cells: list[tuple[CellRecord, Path]]) -> dict[tuple[str, str, str], dict]:

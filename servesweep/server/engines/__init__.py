@@ -4,6 +4,7 @@ launch command and knows its readiness, metrics and cache-flush endpoints.
 Add an engine by subclassing `Engine` in its own module and registering it in ENGINES.
 """
 
+from servesweep.records import CellSpec
 from servesweep.server.engines.base import Engine, flags_to_args
 from servesweep.server.engines.command import CommandEngine
 from servesweep.server.engines.sglang import SGLangEngine
@@ -25,7 +26,7 @@ def get_engine(name: str, options: dict | None = None) -> Engine:
         raise ValueError(f"unknown engine {name!r} (known: {', '.join(ENGINES)})") from None
 
 
-def launch_command(spec: dict, python: str, model_path: str, port) -> list[str]:
+def launch_command(spec: CellSpec, python: str, model_path: str, port) -> list[str]:
     """The argv that starts a cell's server: what run_cell launches and the plan shows."""
     engine = get_engine(spec["engine"], spec.get("engine_options"))
     return engine.command(
@@ -38,7 +39,7 @@ def launch_command(spec: dict, python: str, model_path: str, port) -> list[str]:
     )
 
 
-def launch_env(spec: dict) -> dict[str, str]:
+def launch_env(spec: CellSpec) -> dict[str, str]:
     """The variables a cell's server gets on top of the job's own environment."""
     return get_engine(spec["engine"], spec.get("engine_options")).env(spec["env"])
 

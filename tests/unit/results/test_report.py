@@ -134,7 +134,7 @@ def test_the_default_sweeps_analysis_drives_the_report():
     analysis = analysis_of(sweep)
     assert [lv.json for lv in analysis.levels] == [1, 10, 256, 1024]
     assert sweep.benchmark["repeats"] >= 2  # the default shows intervals for real
-    assert analysis.gates["baseline"] == "baseline"
+    assert analysis.gates.baseline == "baseline"
 
 
 def test_the_manifest_shows_how_the_gpus_are_linked(tmp_path):

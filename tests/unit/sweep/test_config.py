@@ -230,3 +230,17 @@ def test_must_match_follows_speculative_flags_unless_a_variant_says():
     sweep = load(config)
     assert sweep.must_match("spec") and sweep.must_match("strict")
     assert not sweep.must_match("cb")
+
+
+def test_the_analysis_settings_are_the_schemas_section():
+    from servesweep.sweep.analysis import AnalysisSettings
+    from servesweep.sweep.config import schema, section_defaults
+
+    keys = schema()["properties"]["analysis"]["properties"]
+    assert set(AnalysisSettings._fields) == set(keys)
+    defaults = AnalysisSettings()._asdict()
+    assert {k: defaults[k] for k in section_defaults("analysis")} == section_defaults("analysis")
+    sweep = load_file(Path(__file__).resolve().parents[3] / "config" / "config.yaml")
+    settings = AnalysisSettings.of(sweep.analysis)
+    given = {k: tuple(v) if k == "levels" else v for k, v in sweep.analysis.items()}
+    assert settings._asdict() == {**defaults, **given}
