@@ -352,7 +352,7 @@ class Signs(NamedTuple):
 
 
 def signs(design: Design, per_level: Sequence[LevelStats]) -> Signs:
-    margin = math.log1p(-design.margin) if design.margin < 1 else -math.inf
+    margin = log_margin(design)
     futile_at = math.log1p(design.min_effect)
     return Signs(
         np.any([s.low > 0 for s in per_level], axis=0),
@@ -400,12 +400,17 @@ def _pct(x: float) -> float:
     return 100 * math.expm1(x)
 
 
+def log_margin(design: Design) -> float:
+    """log(1 - margin): the non-inferiority bound on the log scale (-inf at 100 %)."""
+    return math.log1p(-design.margin) if design.margin < 1 else -math.inf
+
+
 def _reason(design: Design, look: int, per, levels, best: int, code: int) -> str:
     s = signs(design, per)
     m, d = f"{100 * design.margin:.3g} %", f"{100 * design.min_effect:.3g} %"
     worse = [lv for lv, x in zip(levels, per, strict=True) if x.harm < 0]
-    beyond = [lv for lv, x in zip(levels, per, strict=True) if x.harm < math.log1p(-design.margin)]
-    margin = math.log1p(-design.margin)
+    margin = log_margin(design)
+    beyond = [lv for lv, x in zip(levels, per, strict=True) if x.harm < margin]
     short = [lv for lv, x in zip(levels, per, strict=True) if not x.floor > margin]
     n = design.looks[look]
     if code == ADOPT:

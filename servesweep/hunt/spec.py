@@ -146,6 +146,13 @@ def margin(spec: HuntSpec) -> float:
     return spec.min_effect_pct if spec.margin_pct is None else spec.margin_pct
 
 
+def scaled_margin(margin_pct: float, scale: float) -> float:
+    """A margin whose log, -log(1 - m), is `scale` times this one's: below 100 % however
+    large the scale (a noisy host's cap can find only gains of +100 % and more, and a margin
+    scaled as a plain fraction would reach -100 %)."""
+    return -100 * math.expm1(scale * math.log1p(-min(margin_pct, 99.9) / 100))
+
+
 def design(
     spec: HuntSpec,
     boots: int | None = None,
@@ -195,8 +202,9 @@ def round_design(
     if plan.capped:  # the gain the cap's boots find: N(δ') = cap
         at_cap = design(spec, plan.boots, arms)
         needs = boots_for_power(at_cap, variance, df_at(plan.boots))  # for δ, at the cap
-        found = 100 * math.expm1(math.log1p(delta / 100) * math.sqrt(needs / plan.boots))
-        m, delta = m * found / delta, found
+        scale = math.sqrt(needs / plan.boots)  # on the log scale: the gain's and the margin's
+        found = 100 * math.expm1(math.log1p(delta / 100) * scale)
+        m, delta = scaled_margin(m, scale), found
     cv = 100 * math.sqrt(math.expm1(variance)) if known else math.nan
     rp = RoundPlan(arms, plan.boots, plan.needed, cv, delta, m, df_at(plan.boots))
     return design(spec, plan.boots, arms, delta, m), rp
