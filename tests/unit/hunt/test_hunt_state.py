@@ -65,7 +65,7 @@ def test_a_round_of_null_candidates_through_the_whole_hunt():
     """The production path (replay, the scatter pooled over a round of five arms, a cap of
     8 to keep it quick): alpha is divided over the round's 5 arms and 2 levels, and some
     null is adopted in at most alpha of the rounds plus 3 Monte-Carlo standard errors
-    (test_hunt_sequential measures the rate closely; benchmarks/hunt_cost.py with m = 1,
+    (test_hunt_sequential measures the rate closely; benchmarks/simulation/hunt_cost.py with m = 1,
     3, 5)."""
     spec = make_spec({f"n{i}": {"flags": {f"n{i}": True}} for i in range(5)}, boots_max=8)
     truth = Truth(BASE, {})

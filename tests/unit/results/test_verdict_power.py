@@ -1,5 +1,5 @@
 """The verdicts' power and error rates by simulation with known truth (smaller runs of
-benchmarks/verdict_power.py), and the vectorised rule those tables come from checked
+benchmarks/simulation/verdict_power.py), and the vectorised rule those tables come from checked
 against the real `compare`, verdict for verdict."""
 
 import numpy as np
