@@ -13,11 +13,11 @@ import typing
 from pathlib import Path
 
 import pytest
+from fixtures.paths import ROOT
 from import_graph import cycles, edges, nodes
 
 from servesweep import records
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "servesweep"
 # A module fits in one head: at most MAX_MODULE_LINES lines. The cap serves the head, so a
 # cohesive unit is not split to fit it: a longer module is named here with its reason (and

@@ -61,6 +61,7 @@ def test_winner_loser_crasher_answer_changer():
     )
 
 
+@pytest.mark.slow
 def test_a_round_of_null_candidates_through_the_whole_hunt():
     """The production path (replay, the scatter pooled over a round of five arms, a cap of
     8 to keep it quick): alpha is divided over the round's 5 arms and 2 levels, and some

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures.paths import ROOT
 from safetensors import safe_open
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
@@ -332,7 +333,7 @@ def test_no_heavy_imports(tmp_path):
         f"materialize('m', {{'synthetic': {TINY!r}}}, {str(tmp_path)!r}); "
         "print(sorted({'torch', 'transformers', 'snakemake'} & set(sys.modules)))"
     )
-    root = Path(__file__).resolve().parents[3]
+    root = ROOT
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

@@ -5,7 +5,6 @@ import json
 import math
 import re
 import statistics
-from pathlib import Path
 
 import pytest
 from fixtures.cells import (
@@ -19,6 +18,7 @@ from fixtures.cells import (
     write_sweep,
 )
 from fixtures.cells import judge_sweep as judge
+from fixtures.paths import FIXTURES, ROOT
 from markupsafe import escape
 from scipy.stats import t as student_t
 
@@ -130,7 +130,7 @@ def test_gpu_telemetry_table(tmp_path):
 
 
 def test_the_default_sweeps_analysis_drives_the_report():
-    sweep = load_file(Path(__file__).resolve().parents[3] / "config" / "config.yaml")
+    sweep = load_file(ROOT / "config" / "config.yaml")
     analysis = analysis_of(sweep)
     assert [lv.json for lv in analysis.levels] == [1, 10, 256, 1024]
     assert sweep.benchmark["repeats"] >= 2  # the default shows intervals for real
@@ -141,9 +141,7 @@ def test_the_manifest_shows_how_the_gpus_are_linked(tmp_path):
     from servesweep.resources import stack_probe
 
     paths, _ = write_sweep(tmp_path)
-    topo = (
-        Path(__file__).resolve().parents[2] / "fixtures" / "topo" / "h100_nvswitch_8.txt"
-    ).read_text()
+    topo = (FIXTURES / "topo" / "h100_nvswitch_8.txt").read_text()
     for i, path in enumerate(paths):
         cell = json.loads(path.read_text())
         cell["stack_manifest"] = {

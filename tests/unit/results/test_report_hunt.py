@@ -294,6 +294,7 @@ def test_without_a_hunt_there_is_no_hunt_section(tmp_path):
     assert 'id="hunt"' not in (tmp_path / "plain.html").read_text()
 
 
+@pytest.mark.slow
 def test_a_hunt_report_renders_in_chromium(tmp_path, planted):
     need_browser()
     render_report(tmp_path, planted)

@@ -21,6 +21,7 @@ LEVELS = (1, 4, 16, 64)
 NAMES = ["baseline", "c1", "c2", "c3", "c4"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "noise",
     [

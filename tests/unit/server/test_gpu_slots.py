@@ -10,11 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures.paths import ROOT
 
 from servesweep.server.gpu_slots import SlotsUnavailable, hold, host_gpus
 from servesweep.sweep.config import ConfigError, load
-
-ROOT = Path(__file__).resolve().parents[3]
 
 # A holder: takes N of the fake GPUs, prints what it holds with its time span, then holds
 # them for HOLD_S seconds (or until killed).

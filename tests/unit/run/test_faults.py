@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures.paths import ROOT
 
 from servesweep.run.cell import run_cell
 from servesweep.server.process import port_is_free
 from servesweep.server.procs import group_members
 from servesweep.sweep.config import load
 
-ROOT = Path(__file__).resolve().parents[3]
 FAULT_SERVER = ROOT / "tests" / "fixtures" / "fault_server.py"
 COMMAND = f"{{python}} {FAULT_SERVER} --host {{host}} --port {{port}}"
 STACK = {"stack": "test", "kind": "existing", "python": sys.executable}
@@ -183,6 +183,7 @@ def test_death_at_high_concurrency_keeps_earlier_levels(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_hang_mid_stream_is_caught_by_progress_not_health(tmp_path, tiny_model):
     start = time.monotonic()
     cell = run(tmp_path, tiny_model, {"fault": "hang_at", "at": 10})
@@ -303,6 +304,7 @@ def test_port_taken_by_another_process_is_refused_and_left_alone(tmp_path, tiny_
         holder.wait()
 
 
+@pytest.mark.slow
 def test_sigterm_ignored_escalates_to_sigkill(tmp_path, tiny_model):
     cell = run(tmp_path, tiny_model, {"ignore-term": True}, levels=(1,))
     assert cell["status"] == "ok", cell["failure"]
@@ -334,6 +336,7 @@ def test_port_is_taken_while_holder_runs():
         assert not port_is_free("127.0.0.1", sock.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_a_job_time_limit_ends_the_cell_as_a_failed_result_in_time(tmp_path, tiny_model):
     # A slow server (40 requests x 8 tokens x 50 ms: ~16 s a level) and a job that will be
     # killed 35 s from now: with the 30 s margin the cell must stop itself within ~5 s.
