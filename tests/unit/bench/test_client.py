@@ -81,9 +81,10 @@ def run(server, tmp_path, script, ps, concurrency, warmup=0, **settings):
 # ---- accuracy -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "concurrency, n, tokens, gap_ms, bound_ms",
-    [pytest.param(1, 100, 16, 2.0, 1.0, marks=pytest.mark.slow), (256, 768, 12, 50.0, 5.0)],
+    [(1, 100, 16, 2.0, 1.0), (256, 768, 12, 50.0, 5.0)],
 )
 def test_timing_accuracy(server, tmp_path, concurrency, n, tokens, gap_ms, bound_ms):
     # Each request's TTFT differs (5-47 ms), so requests do not end and restart in waves.

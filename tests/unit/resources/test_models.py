@@ -179,6 +179,7 @@ def test_manifest_matches_disk(tiny):
     assert sorted(p.name for p in dest.iterdir()) == ["files", "manifest.json"]
 
 
+@pytest.mark.slow
 def test_deterministic_and_seeded(tiny, tmp_path):
     _, first = tiny
     again = materialize("tiny", {"synthetic": dict(TINY)}, tmp_path / "again")
@@ -189,6 +190,7 @@ def test_deterministic_and_seeded(tiny, tmp_path):
     assert hashes(reseeded)["tokenizer.json"] == hashes(first)["tokenizer.json"]
 
 
+@pytest.mark.slow
 def test_rebuild_replaces_previous_files(tmp_path):
     materialize("m", {"synthetic": dict(TINY)}, tmp_path)
     (tmp_path / "files" / "stale.bin").write_bytes(b"x")
@@ -326,6 +328,7 @@ def test_bad_sources(tmp_path, source, fragment):
     assert_one_line_error("m", source, tmp_path, fragment)
 
 
+@pytest.mark.slow
 def test_no_heavy_imports(tmp_path):
     # The workflow's own env has no torch; the package must never need it or Snakemake.
     code = (

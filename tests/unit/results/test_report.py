@@ -34,6 +34,7 @@ def sweep(tmp_path):
     return paths, *judge(paths, tmp_path)
 
 
+@pytest.mark.slow
 def test_the_verdict_table_comes_first_with_intervals_from_boots(sweep, tmp_path):
     paths, summary, verdicts = sweep
     out = tmp_path / "report.html"
@@ -65,6 +66,7 @@ def test_the_verdict_table_comes_first_with_intervals_from_boots(sweep, tmp_path
     assert "failed (died)" in html or "excluded" in html
 
 
+@pytest.mark.slow
 def test_report_sections_are_escaped_and_self_contained(sweep, tmp_path):
     paths, summary, verdicts = sweep
     out = tmp_path / "report.html"
@@ -88,6 +90,7 @@ def test_report_sections_are_escaped_and_self_contained(sweep, tmp_path):
     assert "client_bound: achieved concurrency" in html  # in the validity table
 
 
+@pytest.mark.slow
 def test_report_without_failures(tmp_path):
     paths, _ = write_sweep(tmp_path)
     ok = [p for p in paths if p.parent.parent.name in ("baseline", "cb")]
@@ -98,6 +101,7 @@ def test_report_without_failures(tmp_path):
     assert "No failures" in html and ">stale<" not in html
 
 
+@pytest.mark.slow
 def test_gpu_telemetry_table(tmp_path):
     paths, _ = write_sweep(tmp_path)
     path = next(p for p in paths if p.parent.parent.name == "cb")
@@ -137,6 +141,7 @@ def test_the_default_sweeps_analysis_drives_the_report():
     assert analysis.gates["baseline"] == "baseline"
 
 
+@pytest.mark.slow
 def test_the_manifest_shows_how_the_gpus_are_linked(tmp_path):
     from servesweep.resources import stack_probe
 

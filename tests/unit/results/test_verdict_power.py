@@ -47,6 +47,7 @@ def test_the_vectorised_rule_is_the_real_one(noise, boots):
     assert checked == 12 * 4 * 5 * 4
 
 
+@pytest.mark.slow
 def test_identical_variants_are_called_faster_or_slower_at_most_5_percent_a_family():
     rng = np.random.default_rng(1)
     for noise in (

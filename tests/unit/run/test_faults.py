@@ -79,6 +79,7 @@ def statuses(cell: dict) -> list[tuple[int, str]]:
     return [(lv["level"], lv["status"]) for lv in cell["levels"]]
 
 
+@pytest.mark.slow
 def test_healthy_server_is_ok(tmp_path, tiny_model):
     cell = run(tmp_path, tiny_model, {})
     assert cell["status"] == "ok", cell["failure"]
@@ -99,6 +100,7 @@ def test_crash_during_boot_is_recorded_with_its_cause(tmp_path, tiny_model, sign
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_never_ready_hits_the_boot_timeout(tmp_path, tiny_model):
     start = time.monotonic()
     cell = run(tmp_path, tiny_model, {"fault": "hang_boot"}, server={"boot_timeout_s": 2})
@@ -108,6 +110,7 @@ def test_never_ready_hits_the_boot_timeout(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_slow_boot_within_the_timeout_is_fine(tmp_path, tiny_model):
     cell = run(tmp_path, tiny_model, {"fault": "slow_boot", "boot-s": 2}, levels=(1,))
     assert cell["status"] == "ok", cell["failure"]
@@ -115,6 +118,7 @@ def test_slow_boot_within_the_timeout_is_fine(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_boot_retry_recovers_a_flaky_boot(tmp_path, tiny_model):
     marker = tmp_path / "crashed-once"
     flags = {"fault": "crash_once", "marker": str(marker), "signature": "nccl"}
@@ -125,6 +129,7 @@ def test_boot_retry_recovers_a_flaky_boot(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_boot_retries_are_bounded(tmp_path, tiny_model):
     cell = run(tmp_path, tiny_model, {"fault": "crash_boot"}, boot_retries=2, levels=(1,))
     assert cell["status"] == "failed"
@@ -147,6 +152,7 @@ def test_rejected_flag_fails_at_once_and_is_not_relaunched(tmp_path, tiny_model)
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_gauges_peak_while_a_level_runs(tmp_path, tiny_model):
     # The fault server's /metrics counts the completions it is serving: 4 at level 4 while
     # the level runs, 0 before and after it (what the snapshots around the level see).
@@ -193,6 +199,7 @@ def test_hang_mid_stream_is_caught_by_progress_not_health(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_malformed_stream(tmp_path, tiny_model):
     # Well-formed for the readiness and liveness probes, garbage afterwards.
     cell = run(tmp_path, tiny_model, {"fault": "malformed", "after": 2}, levels=(1,))
@@ -232,6 +239,7 @@ def test_a_wrong_readiness_answer_fails_fast_without_a_relaunch(tmp_path, tiny_m
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_a_hanging_readiness_generation_ends_within_the_boot_timeout(tmp_path, tiny_model):
     # Health answers, the generation never does: the boot still ends at boot_timeout_s
     # (request_timeout_s, 20 s here, does not stretch it).
@@ -256,6 +264,7 @@ def test_a_hanging_readiness_generation_ends_within_the_boot_timeout(tmp_path, t
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault, kind", [("http_500", "http_500"), ("http_429", "http_429")])
 def test_some_http_errors_are_counted_not_fatal(tmp_path, tiny_model, fault, kind):
     cell = run(
@@ -272,6 +281,7 @@ def test_some_http_errors_are_counted_not_fatal(tmp_path, tiny_model, fault, kin
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_mostly_http_errors_fail_the_level(tmp_path, tiny_model):
     cell = run(
         tmp_path, tiny_model, {"fault": "http_500", "fraction": 0.9, "after": 2}, levels=(1, 4)
@@ -312,6 +322,7 @@ def test_sigterm_ignored_escalates_to_sigkill(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_forked_workers_that_leave_the_group_are_ended(tmp_path, tiny_model):
     flags = {"fork": 2, "setsid": True, "ignore-term": True}
     cell = run(tmp_path, tiny_model, flags, levels=(1,))

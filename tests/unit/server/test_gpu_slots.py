@@ -46,6 +46,7 @@ def settings(tmp_path, host_gpus=4, wait_s=60.0) -> dict:
     return {"host_gpus": host_gpus, "lock_dir": str(tmp_path / "slots"), "wait_s": wait_s}
 
 
+@pytest.mark.slow
 def test_concurrent_holders_never_share_a_gpu(tmp_path):
     lock_dir = tmp_path / "slots"
     counts = [1, 2, 1, 2, 1, 1]  # 8 GPUs asked of 4: some must wait for others
