@@ -243,6 +243,7 @@ POINTER_FILES = [
     ROOT / "README.md",
     ROOT / "config" / "README.md",
     ROOT / "benchmarks" / "README.md",
+    ROOT / "tests" / "README.md",
     *sorted((ROOT / "rules").glob("*.smk")),
     *sorted((ROOT / "docs").glob("*.md")),
 ]
