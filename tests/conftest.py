@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fixtures.configs import TINY_MODEL
 from fixtures.engine_sweep import EngineSweep, run_engine_sweep
+from fixtures.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # Built stacks and models are reused across test sessions (CI builds them once).

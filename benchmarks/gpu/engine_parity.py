@@ -30,9 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from record import write_result  # noqa: E402
+from benchmarks.support.record import write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TOLERANCE = 0.02

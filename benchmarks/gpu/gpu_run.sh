@@ -7,7 +7,7 @@
 # Steps, in the order given (each is rerunnable: Snakemake reruns only what is missing):
 #   first    every cell's first boot (r0), so a short call already holds one of each
 #   sweep    the rest, then results/report.html and results/plan.txt
-#   clients  timing, capacity and parity: benchmarks/timing_accuracy.py (1,024 streams
+#   clients  timing, capacity and parity: benchmarks/client/timing_accuracy.py (1,024 streams
 #            against the scripted server), client_capacity.py (ours against sglang.bench_serving and SGLang's Rust
 #            client, the instant stub, 1,024 streams) and parity.py (ours against
 #            bench_serving through the same GPU server, 1,024 streams), into results/bench/
@@ -51,16 +51,16 @@ for step in "$@"; do
       mkdir -p results/bench
       [ -f "$MODEL/tokenizer.json" ] || sm resources/models/moe-1b/manifest.json
       if [ "$step" = clients ] || [ "$step" = timing ]; then
-        timeout 150 "$P" benchmarks/timing_accuracy.py --concurrency 1024 --repeats 3 \
+        timeout 150 "$P" -m benchmarks.client.timing_accuracy --concurrency 1024 --repeats 3 \
           --out results/bench/timing_accuracy.json
       fi
       if [ "$step" = clients ] || [ "$step" = capacity ]; then
-        timeout 150 "$P" benchmarks/client_capacity.py --peer-python "$P" --levels 1024 \
+        timeout 150 "$P" -m benchmarks.client.client_capacity --peer-python "$P" --levels 1024 \
           --repeats 2 --clients ours,bench_serving,rust --prompts-per-stream 2 \
           --min-prompts 0 --model-dir "$MODEL" --out results/bench/client_capacity.json
       fi
       if [ "$step" = clients ] || [ "$step" = parity ]; then
-        timeout 300 "$P" benchmarks/parity.py --peer-python "$P" --servers transformers \
+        timeout 300 "$P" -m benchmarks.client.parity --peer-python "$P" --servers transformers \
           --server-python /tmp/stack-img/bin/python3 \
           --server-args "--device cuda --continuous-batching" --model-dir "$MODEL" \
           --concurrency 1024 --num-prompts 2048 --input-len 64 --output-len 16 --repeats 2 \

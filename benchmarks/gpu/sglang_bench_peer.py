@@ -14,7 +14,7 @@ sampling, `benchmark` stopped before the first request) go to `out` instead, as
 After each line one line `PEER-DONE {"ok": ..., "error": ...}` goes to stdout.
 
 Importing SGLang takes seconds; doing it once saves that on every run. With
-SERVESWEEP_SGLANG_SHIM=1 SGLang is loaded through benchmarks/sglang_shim.py (a peer venv
+SERVESWEEP_SGLANG_SHIM=1 SGLang is loaded through benchmarks/support/sglang_shim.py (a peer venv
 without torch, as when this harness is checked against the scripted server off the GPU).
 """
 
@@ -27,7 +27,7 @@ import time
 import traceback
 
 if os.environ.get("SERVESWEEP_SGLANG_SHIM") == "1":
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
     import sglang_shim
 
     sglang_shim.install()

@@ -14,8 +14,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from fixtures.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "benchmarks" / "gpu" / "lib.sh"
 
 

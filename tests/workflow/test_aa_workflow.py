@@ -1,7 +1,7 @@
 """A/A through the real workflow: three variants identical to the baseline (the scripted
 server, the same timings, seeded scatter: each request's TTFT lognormal, each boot its own
 regime), 3 boots, 4 levels, real Snakemake. No metric at any level may be called faster or
-slower (benchmarks/aa_verdicts.py measures the rate over many seeds)."""
+slower (benchmarks/simulation/aa_verdicts.py measures the rate over many seeds)."""
 
 import csv
 import time

@@ -5,9 +5,9 @@ import http.server
 import json
 import shlex
 import threading
-from pathlib import Path
 
 import pytest
+from fixtures.paths import ROOT
 
 from servesweep.server.engines import ENGINES, get_engine
 from servesweep.server.engines.prometheus import (
@@ -18,7 +18,6 @@ from servesweep.server.engines.prometheus import (
 )
 from servesweep.sweep.config import load_file
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "config" / "examples"
 
 # The first seed's launch, verbatim (shared/seeds: Kimi-K2.5 EP with FlashInfer all-to-all).

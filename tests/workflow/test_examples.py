@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 from fixtures.configs import GOLDEN_EXAMPLES
+from fixtures.paths import ROOT
 from fixtures.workflow import run_snakemake
 
 from servesweep.hunt.spec import applicable
 from servesweep.hunt.state import replay, worst_case
 from servesweep.sweep.config import load_file
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
 GPU_EXAMPLES = ["kimi-k2.5-eagle3.yaml", "glm5-nvfp4.yaml"]
 # The seeds' hand searches as hunts (docs/hunt.md).

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from fixtures.faults import (
@@ -23,8 +22,6 @@ from fixtures.faults import (
 from fixtures.workflow import run_snakemake, snakemake_cmd
 
 from servesweep.server.procs import group_members
-
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.workflow
 

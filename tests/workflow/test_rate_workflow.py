@@ -11,13 +11,13 @@ whatever the offset: with TTFTs [30, 30, 30, 400] ms and an SLO of TTFT ≤ 200 
 import csv
 import json
 import sys
-from pathlib import Path
 
 import pytest
-from fixtures.faults import tiny_model, write
+from fixtures.configs import stub_model
+from fixtures.faults import write
+from fixtures.paths import ROOT
 from fixtures.workflow import run_snakemake
 
-ROOT = Path(__file__).resolve().parents[2]
 SSE_SERVER = ROOT / "tests" / "fixtures" / "sse_server.py"
 COMMAND = f"{{python}} {SSE_SERVER} --host {{host}} --port {{port}}"
 
@@ -38,7 +38,7 @@ def rate_config() -> dict:
 
     return {
         "stacks": {"test": {"kind": "existing", "python": sys.executable}},
-        "models": {"tiny": tiny_model()},
+        "models": {"tiny": stub_model()},
         "engine": "command",
         "server": {"boot_timeout_s": 15, "teardown_grace_s": 3},
         "variants": {"baseline": variant([30, 30, 30, 400]), "slow": variant([30, 30, 250, 400])},

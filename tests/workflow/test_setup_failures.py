@@ -9,7 +9,8 @@ import sys
 
 import pytest
 from fixtures.browser import browser_ready, keep_screenshot, render
-from fixtures.faults import config, fault_servers_running, tiny_model, write
+from fixtures.configs import stub_model
+from fixtures.faults import config, fault_servers_running, write
 from fixtures.workflow import planned_jobs, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -88,7 +89,7 @@ def test_a_stack_that_cannot_be_built_is_a_result(tmp_path):
 def test_a_model_that_cannot_be_had_is_a_result_and_is_retried(tmp_path):
     missing = tmp_path / "weights"  # not there yet
     cfg = small(config({"baseline": {"flags": {}}}, levels=(1,), min_prompts=4))
-    cfg["models"] = {"tiny": tiny_model(), "local": {"path": str(missing)}}
+    cfg["models"] = {"tiny": stub_model(), "local": {"path": str(missing)}}
     cfg_path = write(tmp_path, cfg)
     run = run_snakemake(tmp_path, "results/report.html", "--cores", "2", "--configfile", cfg_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

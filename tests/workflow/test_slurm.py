@@ -29,11 +29,11 @@ from fixtures.faults import (
     wait_for,
     write,
 )
+from fixtures.paths import ROOT
 from fixtures.workflow import run_snakemake, snakemake_cmd
 
 from servesweep.server.procs import group_members
 
-ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 
 import localslurm  # noqa: E402

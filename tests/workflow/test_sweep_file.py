@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fixtures.configs import GOLDEN_EXAMPLES
-from fixtures.faults import tiny_model
+from fixtures.configs import GOLDEN_EXAMPLES, stub_model
+from fixtures.paths import ROOT
 from fixtures.workflow import planned_jobs, run_snakemake
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "config" / "examples"
 FAULT_SERVER = ROOT / "tests" / "fixtures" / "fault_server.py"
 
@@ -171,7 +170,7 @@ def small_user_sweep(work: Path) -> Path:
     """What a user writes: a command-engine server, its own model, a baseline with flags."""
     sweep = {
         "stacks": {"here": {"kind": "existing", "python": sys.executable}},
-        "models": {"mini": tiny_model()},
+        "models": {"mini": stub_model()},
         "engine": "command",
         "server": {"boot_timeout_s": 20, "teardown_grace_s": 3},
         "variants": {

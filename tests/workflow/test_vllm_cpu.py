@@ -16,20 +16,17 @@ boot takes 80-120 s, so this tier takes about 6 minutes.
 import csv
 import json
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.workflow import run_snakemake
 
 from servesweep.resources.models import materialize
 from servesweep.server.engines import get_engine
 from servesweep.server.http import http_request
 from servesweep.server.process import ServerProcess, free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = os.environ.get("SERVESWEEP_VLLM_PYTHON")
 
 pytestmark = [
@@ -51,12 +48,6 @@ MODEL = {
     }
 }
 OUTPUT_TOKENS = 32
-
-
-def run_snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
-    cmd += ["--directory", str(workdir), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=workdir)
 
 
 def test_workflow_runs_two_vllm_variants(tmp_path):
@@ -86,7 +77,13 @@ def test_workflow_runs_two_vllm_variants(tmp_path):
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     # Targets go before --configfile, which takes every argument after it.
     run = run_snakemake(
-        tmp_path, "results/report.html", "--cores", "1", "--configfile", str(config_path)
+        tmp_path,
+        "results/report.html",
+        "--cores",
+        "1",
+        "--configfile",
+        str(config_path),
+        timeout=1800,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 

@@ -14,10 +14,9 @@ import yaml
 from fixtures.browser import browser_ready, keep_screenshot, render
 from fixtures.configs import BAD_CONFIGS, base_config
 from fixtures.engine_sweep import VARIANTS as ENGINE_VARIANTS
+from fixtures.paths import ROOT
 from fixtures.workflow import leftover_processes, planned_jobs, write_config
 from fixtures.workflow import run_snakemake as snakemake
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_default_config_dry_run_plans_the_whole_chain(tmp_path):

@@ -144,6 +144,7 @@ def test_a_rate_levels_warmup_runs_at_its_rate(tmp_path):
     assert summary["achieved_ratio"] == pytest.approx(1.0, abs=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rate", [20.0, 200.0])
 def test_client_sends_on_schedule(tmp_path, rate):
     n, warmup = 60, 2
@@ -172,6 +173,7 @@ def test_client_sends_on_schedule(tmp_path, rate):
     assert summary["target_rate"] == rate and summary["max_concurrency"] is None
 
 
+@pytest.mark.slow
 def test_cap_holds_requests_and_is_not_a_shortfall(tmp_path):
     # 100/s into a server whose requests take ~200 ms, capped at 2 in flight: at most
     # 10 req/s get through, every later one waits for the cap.

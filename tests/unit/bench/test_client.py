@@ -81,6 +81,7 @@ def run(server, tmp_path, script, ps, concurrency, warmup=0, **settings):
 # ---- accuracy -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "concurrency, n, tokens, gap_ms, bound_ms",
     [(1, 100, 16, 2.0, 1.0), (256, 768, 12, 50.0, 5.0)],

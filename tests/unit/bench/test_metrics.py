@@ -1,10 +1,10 @@
 """Metric math on hand-built timelines (servesweep.bench.metrics; docs/metrics.md)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures.paths import FIXTURES
 
 from servesweep.bench import metrics as m
 from servesweep.level import Level
@@ -106,7 +106,7 @@ def test_usage_mismatch_is_a_consistency_check():
     assert not m.usage_mismatch({**r(50, 50, 100), "usage_reported": False})
 
 
-H200 = json.loads((Path(__file__).parents[2] / "fixtures" / "vllm_h200_records.json").read_text())
+H200 = json.loads((FIXTURES / "vllm_h200_records.json").read_text())
 
 
 def test_vllm_coalesced_chunks_are_no_usage_mismatch():

@@ -21,6 +21,7 @@ from fixtures.fault_server import (
     greedy_answer,
     token_text,
 )
+from fixtures.paths import ROOT
 
 from servesweep.bench.client import ClientSettings, probe_generation
 from servesweep.correctness.answers import MODES, parse_answer, parse_logprobs, run_correctness
@@ -41,7 +42,6 @@ from servesweep.server.readiness import wait_ready
 from servesweep.sweep.config import must_match_exactly
 from servesweep.workloads.base import load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[3]
 FAULT_SERVER = ROOT / "tests" / "fixtures" / "fault_server.py"
 COMMAND = f"{{python}} {FAULT_SERVER} --host {{host}} --port {{port}}"
 CONFIG = {"prompts": 32, "max_tokens": 64, "seed": 0, "top_logprobs": 5}
@@ -197,6 +197,7 @@ def test_server_faults_are_recorded_never_raised(tmp_path, tiny_model):
     assert {a["error"] for a in answers} == {"deadline"}
 
 
+@pytest.mark.slow
 @pytest.mark.engine
 def test_transformers_serve_baseline_vs_continuous_batching(engine_sweep):
     """What transformers serve 5.24 really does: it returns no logprobs and no token ids

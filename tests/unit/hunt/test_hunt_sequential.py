@@ -97,6 +97,7 @@ def _adopted(d, ref, arm, others):
     return float(np.mean(first_decisions(d, ref, arm, others=others).code == ADOPT))
 
 
+@pytest.mark.slow
 def test_the_defaults_size_a_round_from_the_scatter_and_delta():
     """One arm, one level, CV 2 %, δ 3 %, alpha 0.025, power 0.8: the boots a side grow
     with the scatter (the fixed-sample n = 2 (z_a + z_b)^2 s^2 / log(1.03)^2 = 7.2 here is a
@@ -115,6 +116,7 @@ def test_the_defaults_size_a_round_from_the_scatter_and_delta():
     assert hs.power_of(SPEC, noisy) < 0.5 < 0.8 <= hs.power_of(SPEC, one) + 0.01
 
 
+@pytest.mark.slow
 def test_the_stated_power_is_what_a_simulation_delivers():
     """A true gain of exactly δ at CV 2 %, the round sized by the defaults: adopted with
     the stated power 0.8, less 3 Monte-Carlo standard errors; power_at agrees with the
@@ -134,6 +136,7 @@ def test_the_stated_power_is_what_a_simulation_delivers():
     assert sim == pytest.approx(stated, abs=_bound(stated) + 0.03) and stated < 0.7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arms", [1, 3, 5])
 def test_a_round_of_null_arms_adopts_one_at_most_alpha_of_the_time(arms):
     """m identical arms sharing the reference, the scatter pooled over them: some arm is
@@ -164,6 +167,7 @@ def test_identical_arms_over_two_levels_bonferroni_keeps_alpha():
     assert _adopted(d, ref, arm, more) <= d.alpha * 2 + _bound(d.alpha * 2, 2000)
 
 
+@pytest.mark.slow
 def test_worse_than_the_margin_at_another_level_is_not_adopted():
     """Non-inferiority with margin δ (3 %): +8 % at one level with -5 % at the other is not
     adopted (it was 0.66 of the time with "not significantly worse"); at the margin itself

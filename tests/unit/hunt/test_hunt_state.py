@@ -27,6 +27,7 @@ def verdicts(state, round_index):
 CANDS = {name: {"flags": {name: True}} for name in ("win", "lose", "null", "crash", "bf16")}
 
 
+@pytest.mark.slow
 def test_winner_loser_crasher_answer_changer():
     truth = Truth(
         BASE,
@@ -61,11 +62,12 @@ def test_winner_loser_crasher_answer_changer():
     )
 
 
+@pytest.mark.slow
 def test_a_round_of_null_candidates_through_the_whole_hunt():
     """The production path (replay, the scatter pooled over a round of five arms, a cap of
     8 to keep it quick): alpha is divided over the round's 5 arms and 2 levels, and some
     null is adopted in at most alpha of the rounds plus 3 Monte-Carlo standard errors
-    (test_hunt_sequential measures the rate closely; benchmarks/hunt_cost.py with m = 1,
+    (test_hunt_sequential measures the rate closely; benchmarks/simulation/hunt_cost.py with m = 1,
     3, 5)."""
     spec = make_spec({f"n{i}": {"flags": {f"n{i}": True}} for i in range(5)}, boots_max=8)
     truth = Truth(BASE, {})
@@ -75,6 +77,7 @@ def test_a_round_of_null_candidates_through_the_whole_hunt():
     assert rate <= spec.alpha + 3 * (spec.alpha * 0.975 / len(rounds)) ** 0.5
 
 
+@pytest.mark.slow
 def test_correctness_gate_off_keeps_an_answer_changer():
     truth = Truth(BASE, {"bf16": 1.10}, answer_changers=frozenset({"bf16"}))
     state = run(make_spec({"bf16": {}}, correctness_gate=False), truth, Noise(0.02), 4).state
@@ -157,6 +160,7 @@ def test_an_ablation_that_leaves_the_start_is_the_confirm():
     assert cb.variant == confirm.variant == "baseline" and cb.boots == () and confirm.boots
 
 
+@pytest.mark.slow
 def test_budget_stops_before_a_round_that_could_exceed_it():
     truth = Truth(BASE, {"win": 1.10, "lose": 0.93, "null": 1.0})
     spec = make_spec({k: CANDS[k] for k in ("win", "lose", "null")}, budget_gpu_hours=25.0)
@@ -171,6 +175,7 @@ def test_budget_stops_before_a_round_that_could_exceed_it():
     assert state.spent.boots <= 128 and state.rounds[0].adopted == "win"
 
 
+@pytest.mark.slow
 def test_resume_asks_exactly_the_rest_and_never_a_boot_twice():
     truth = Truth(
         BASE,
@@ -207,6 +212,7 @@ def test_resume_asks_exactly_the_rest_and_never_a_boot_twice():
             seen.setdefault(a.variant, set()).update(a.boots)
 
 
+@pytest.mark.slow
 def test_spent_plus_left_never_exceeds_the_worst_case():
     truth = Truth(BASE, {"win": 1.10, "lose": 0.93, "null": 1.0}, crashers=frozenset({"crash"}))
     spec = make_spec(CANDS)
@@ -267,6 +273,7 @@ def test_compose_orders_by_spec_and_later_overrides():
         make_spec({"a": {"requires": "nope"}})
 
 
+@pytest.mark.slow
 def test_first_boots_that_differ_are_left_out_and_ones_that_do_not_are_kept():
     """Every variant's first boot 30 % slower at one counted level (kernels compiled on
     first use): auto sees it in round 1 and leaves each variant's r0 out of every decision

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures.paths import ROOT
 from safetensors import safe_open
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
@@ -178,6 +179,7 @@ def test_manifest_matches_disk(tiny):
     assert sorted(p.name for p in dest.iterdir()) == ["files", "manifest.json"]
 
 
+@pytest.mark.slow
 def test_deterministic_and_seeded(tiny, tmp_path):
     _, first = tiny
     again = materialize("tiny", {"synthetic": dict(TINY)}, tmp_path / "again")
@@ -188,6 +190,7 @@ def test_deterministic_and_seeded(tiny, tmp_path):
     assert hashes(reseeded)["tokenizer.json"] == hashes(first)["tokenizer.json"]
 
 
+@pytest.mark.slow
 def test_rebuild_replaces_previous_files(tmp_path):
     materialize("m", {"synthetic": dict(TINY)}, tmp_path)
     (tmp_path / "files" / "stale.bin").write_bytes(b"x")
@@ -325,6 +328,7 @@ def test_bad_sources(tmp_path, source, fragment):
     assert_one_line_error("m", source, tmp_path, fragment)
 
 
+@pytest.mark.slow
 def test_no_heavy_imports(tmp_path):
     # The workflow's own env has no torch; the package must never need it or Snakemake.
     code = (
@@ -332,7 +336,7 @@ def test_no_heavy_imports(tmp_path):
         f"materialize('m', {{'synthetic': {TINY!r}}}, {str(tmp_path)!r}); "
         "print(sorted({'torch', 'transformers', 'snakemake'} & set(sys.modules)))"
     )
-    root = Path(__file__).resolve().parents[3]
+    root = ROOT
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.paths import FIXTURES
 
 from servesweep.resources import stack_probe
 from servesweep.results.report.gpu_views import links_text, nvlink_text
 from servesweep.server import env as server_env
 
-TOPO = Path(__file__).resolve().parents[2] / "fixtures" / "topo"
+TOPO = FIXTURES / "topo"
 
 
 def sample(name: str) -> str:

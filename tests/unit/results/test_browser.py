@@ -1,6 +1,7 @@
 """The report in a real headless browser: it loads without a console error, the verdict
 table and the plots are there, and every image decodes."""
 
+import pytest
 from fixtures.browser import keep_screenshot, need_browser, render
 from fixtures.cells import SETTINGS, judge_sweep, write_sweep
 from fixtures.figures import labelled_ticks, overlapping
@@ -10,6 +11,7 @@ from servesweep.results.report.build import build_report
 from servesweep.results.report.plots import metric_figure
 
 
+@pytest.mark.slow
 def test_the_report_renders_in_chromium(tmp_path):
     need_browser()
     paths, _ = write_sweep(tmp_path)

@@ -1,5 +1,5 @@
 """The verdicts' 95 % intervals cover the truth, by simulation with known truth (a smaller
-run of benchmarks/verdict_coverage.py): the real `compare` on sweeps of real request
+run of benchmarks/simulation/verdict_coverage.py): the real `compare` on sweeps of real request
 samples, ratio intervals from the pooled boot scatter, at 2 and 3 boots a cell."""
 
 import numpy as np

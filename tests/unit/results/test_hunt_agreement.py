@@ -98,6 +98,7 @@ def agreement(spec, seeds: int, both_ways: bool) -> dict:
     return seen
 
 
+@pytest.mark.slow
 def test_the_hunt_and_the_table_agree_on_the_same_boots():
     spec = hunt_spec(boots=3)
     assert spec.alpha == pytest.approx(0.025)  # one-sided: the table's two-sided 5 %

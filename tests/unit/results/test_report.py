@@ -5,7 +5,6 @@ import json
 import math
 import re
 import statistics
-from pathlib import Path
 
 import pytest
 from fixtures.cells import (
@@ -19,6 +18,7 @@ from fixtures.cells import (
     write_sweep,
 )
 from fixtures.cells import judge_sweep as judge
+from fixtures.paths import FIXTURES, ROOT
 from markupsafe import escape
 from scipy.stats import t as student_t
 
@@ -34,6 +34,7 @@ def sweep(tmp_path):
     return paths, *judge(paths, tmp_path)
 
 
+@pytest.mark.slow
 def test_the_verdict_table_comes_first_with_intervals_from_boots(sweep, tmp_path):
     paths, summary, verdicts = sweep
     out = tmp_path / "report.html"
@@ -65,6 +66,7 @@ def test_the_verdict_table_comes_first_with_intervals_from_boots(sweep, tmp_path
     assert "failed (died)" in html or "excluded" in html
 
 
+@pytest.mark.slow
 def test_report_sections_are_escaped_and_self_contained(sweep, tmp_path):
     paths, summary, verdicts = sweep
     out = tmp_path / "report.html"
@@ -88,6 +90,7 @@ def test_report_sections_are_escaped_and_self_contained(sweep, tmp_path):
     assert "client_bound: achieved concurrency" in html  # in the validity table
 
 
+@pytest.mark.slow
 def test_report_without_failures(tmp_path):
     paths, _ = write_sweep(tmp_path)
     ok = [p for p in paths if p.parent.parent.name in ("baseline", "cb")]
@@ -98,6 +101,7 @@ def test_report_without_failures(tmp_path):
     assert "No failures" in html and ">stale<" not in html
 
 
+@pytest.mark.slow
 def test_gpu_telemetry_table(tmp_path):
     paths, _ = write_sweep(tmp_path)
     path = next(p for p in paths if p.parent.parent.name == "cb")
@@ -130,20 +134,19 @@ def test_gpu_telemetry_table(tmp_path):
 
 
 def test_the_default_sweeps_analysis_drives_the_report():
-    sweep = load_file(Path(__file__).resolve().parents[3] / "config" / "config.yaml")
+    sweep = load_file(ROOT / "config" / "config.yaml")
     analysis = analysis_of(sweep)
     assert [lv.json for lv in analysis.levels] == [1, 10, 256, 1024]
     assert sweep.benchmark["repeats"] >= 2  # the default shows intervals for real
     assert analysis.gates.baseline == "baseline"
 
 
+@pytest.mark.slow
 def test_the_manifest_shows_how_the_gpus_are_linked(tmp_path):
     from servesweep.resources import stack_probe
 
     paths, _ = write_sweep(tmp_path)
-    topo = (
-        Path(__file__).resolve().parents[2] / "fixtures" / "topo" / "h100_nvswitch_8.txt"
-    ).read_text()
+    topo = (FIXTURES / "topo" / "h100_nvswitch_8.txt").read_text()
     for i, path in enumerate(paths):
         cell = json.loads(path.read_text())
         cell["stack_manifest"] = {

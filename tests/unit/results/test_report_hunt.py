@@ -219,6 +219,7 @@ def test_the_cumulative_gain_compounds_the_adopted_arms():
     assert base64.b64decode(png.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_a_hunt_that_adopts_nothing_says_so_in_one_line_each(tmp_path):
     spec = make_spec({"lose": {"flags": {"lose": True}}})
     hunt = hunt_json(spec, candidates={"lose": {}})
@@ -268,6 +269,7 @@ def render_report(tmp_path, hunt) -> str:
     return out.read_text()
 
 
+@pytest.mark.slow
 def test_the_report_opens_with_the_hunt_and_keeps_the_rest_below(tmp_path, planted):
     html = render_report(tmp_path, planted)
     hunt_at, verdicts_at = html.index('<h2 id="hunt">'), html.index('<h2 id="verdicts">')
@@ -287,6 +289,7 @@ def test_the_report_opens_with_the_hunt_and_keeps_the_rest_below(tmp_path, plant
     assert "First boots: first boots not seen to differ." in words
 
 
+@pytest.mark.slow
 def test_without_a_hunt_there_is_no_hunt_section(tmp_path):
     paths, _ = write_sweep(tmp_path)
     summary, verdicts = judge_sweep(paths, tmp_path)
@@ -294,6 +297,7 @@ def test_without_a_hunt_there_is_no_hunt_section(tmp_path):
     assert 'id="hunt"' not in (tmp_path / "plain.html").read_text()
 
 
+@pytest.mark.slow
 def test_a_hunt_report_renders_in_chromium(tmp_path, planted):
     need_browser()
     render_report(tmp_path, planted)

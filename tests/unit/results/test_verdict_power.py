@@ -1,5 +1,5 @@
 """The verdicts' power and error rates by simulation with known truth (smaller runs of
-benchmarks/verdict_power.py), and the vectorised rule those tables come from checked
+benchmarks/simulation/verdict_power.py), and the vectorised rule those tables come from checked
 against the real `compare`, verdict for verdict."""
 
 import numpy as np
@@ -21,6 +21,7 @@ LEVELS = (1, 4, 16, 64)
 NAMES = ["baseline", "c1", "c2", "c3", "c4"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "noise",
     [
@@ -46,6 +47,7 @@ def test_the_vectorised_rule_is_the_real_one(noise, boots):
     assert checked == 12 * 4 * 5 * 4
 
 
+@pytest.mark.slow
 def test_identical_variants_are_called_faster_or_slower_at_most_5_percent_a_family():
     rng = np.random.default_rng(1)
     for noise in (

@@ -10,11 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures.paths import ROOT
 
 from servesweep.server.gpu_slots import SlotsUnavailable, hold, host_gpus
 from servesweep.sweep.config import ConfigError, load
-
-ROOT = Path(__file__).resolve().parents[3]
 
 # A holder: takes N of the fake GPUs, prints what it holds with its time span, then holds
 # them for HOLD_S seconds (or until killed).
@@ -47,6 +46,7 @@ def settings(tmp_path, host_gpus=4, wait_s=60.0) -> dict:
     return {"host_gpus": host_gpus, "lock_dir": str(tmp_path / "slots"), "wait_s": wait_s}
 
 
+@pytest.mark.slow
 def test_concurrent_holders_never_share_a_gpu(tmp_path):
     lock_dir = tmp_path / "slots"
     counts = [1, 2, 1, 2, 1, 1]  # 8 GPUs asked of 4: some must wait for others

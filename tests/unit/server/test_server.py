@@ -104,6 +104,7 @@ def test_ready_then_clean_teardown(tmp_path):
     assert_gone(server, [server.pid])
 
 
+@pytest.mark.slow
 def test_ignored_sigterm_and_forked_children_are_killed(tmp_path):
     server = launch(tmp_path, "ok-fork-ignore-term-setsid")
     try:

@@ -1,17 +1,15 @@
 """Config validation, variant inheritance, cells and spec hashing (no Snakemake)."""
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 from fixtures.configs import BAD_CONFIGS, base_config
+from fixtures.paths import ROOT
 
 from servesweep.level import Level
 from servesweep.server.engines import flags_to_args
 from servesweep.sweep.config import ConfigError, load, load_file, spec_hash, spec_json
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_default_config_loads():

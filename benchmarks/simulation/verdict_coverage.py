@@ -1,6 +1,6 @@
 """The actual coverage of the verdicts' 95 % intervals, by simulation with known truth.
 
-    python benchmarks/verdict_coverage.py [--sims 300] [--out FILE]
+    python -m benchmarks.simulation.verdict_coverage [--sims 300] [--out FILE]
 
 Each simulated sweep (tests/fixtures/verdict_sim.py `simulate`: real request samples, real
 percentiles) holds a baseline, a variant 10 % faster (throughput × 1.1, every latency ÷
@@ -19,20 +19,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-from fixtures.verdict_sim import BOOT_LEVEL, REQUEST_LEVEL, Noise, judged, simulate  # noqa: E402
-from record import write_result  # noqa: E402
-
-from servesweep import stats  # noqa: E402
+from benchmarks.support.record import write_result
+from servesweep import stats
+from tests.fixtures.verdict_sim import BOOT_LEVEL, REQUEST_LEVEL, Noise, judged, simulate
 
 TRUTH = 0.10
 BOOTS = (2, 3, 5)

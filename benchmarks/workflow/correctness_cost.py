@@ -1,6 +1,6 @@
 """What the correctness pass adds to a cell of the default CPU sweep, and what it finds.
 
-    python benchmarks/correctness_cost.py --stack-python P [--repeats 3] [--out FILE]
+    python -m benchmarks.workflow.correctness_cost --stack-python P [--repeats 3] [--out FILE]
 
 For each variant of config/config.yaml (its model built with
 servesweep.resources.models.materialize,
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.support import RESULTS, ROOT
 from servesweep.bench.client import ClientSettings, probe_generation
 from servesweep.correctness.answers import run_correctness
 from servesweep.correctness.compare import compare_modes, compare_records
@@ -31,7 +32,6 @@ from servesweep.server.readiness import wait_ready
 from servesweep.sweep.config import load
 from servesweep.workloads.base import load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {
     "32x64": {"prompts": 32, "max_tokens": 64},  # the defaults
     "32x32": {"prompts": 32, "max_tokens": 32},
@@ -121,7 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--stack-python", required=True)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "correctness.json"))
+    parser.add_argument("--out", default=str(RESULTS / "correctness.json"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="servesweep-correctness-") as tmp:
         result = measure(args.stack_python, args.repeats, Path(tmp))

@@ -5,7 +5,7 @@ For parity runs only: `transformers serve` answers unknown fields (`ignore_eos`,
 server through this. Responses are relayed byte for byte as they arrive; every client, ours
 included, goes through it in a parity run, so whatever it costs is the same for all.
 
-    python benchmarks/strip_proxy.py --upstream 127.0.0.1:8000 --drop ignore_eos,min_tokens
+    python benchmarks/support/strip_proxy.py --upstream 127.0.0.1:8000 --drop ignore_eos,min_tokens
     # prints "PORT <n>" once listening on 127.0.0.1
 """
 

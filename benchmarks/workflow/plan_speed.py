@@ -1,6 +1,6 @@
 """How long the plan takes on a big matrix: 3 stacks x 20 variants x 4 levels (60 cells).
 
-    python benchmarks/plan_speed.py [--runs 5]
+    python -m benchmarks.workflow.plan_speed [--runs 5]
 
 Each run is a fresh `snakemake --cores 1 results/plan.txt` in a scratch working directory
 (the plan's files deleted first, so it is rebuilt), timed as a whole process; the peer is
@@ -21,11 +21,8 @@ from pathlib import Path
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-
-from record import write_result  # noqa: E402
+from benchmarks.support import ROOT
+from benchmarks.support.record import write_result
 
 STACKS, VARIANTS, LEVELS = 3, 20, [1, 10, 256, 1024]
 

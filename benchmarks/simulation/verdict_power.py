@@ -1,7 +1,7 @@
 """Power and false-verdict rates of the grid verdicts, before and after, by simulation with
 known truth.
 
-    python benchmarks/verdict_power.py [--sims 2000] [--out FILE]
+    python -m benchmarks.simulation.verdict_power [--sims 2000] [--out FILE]
 
 Each simulated sweep (tests/fixtures/verdict_sim.py) is a baseline and four variants,
 levels 1, 4, 16 and 64, the five metrics of verdicts.csv, B boots a cell. Judged by
@@ -27,25 +27,20 @@ written). Prints and writes benchmarks/results/verdict_power.json:
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from scipy import stats as sps
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-from fixtures.verdict_sim import (  # noqa: E402
+from benchmarks.support.record import write_result
+from tests.fixtures.verdict_sim import (
     USER_NOISES,
     Noise,
     judge_before,
     judge_fast,
     simulate_logs,
 )
-from record import write_result  # noqa: E402
 
 LEVELS = (1, 4, 16, 64)
 AT = LEVELS.index(16)

@@ -1,11 +1,11 @@
 """How many streamed tokens per second each benchmark client can take in, on one core.
 
-An instant SSE stub (benchmarks/stub_server.py: every response written at once) runs pinned
+An instant SSE stub (benchmarks/support/stub_server.py: every response written at once) runs pinned
 to one core; each client runs pinned to another, in turn, on the same workload (32-token
 random-id prompts, 256 output tokens each) at concurrency 1, 256 and 1024, repeats
 interleaved. Against a server that costs nothing, a client's throughput is its own limit.
 
-    python benchmarks/client_capacity.py --peer-python /tmp/bench-venv/bin/python
+    python -m benchmarks.client.client_capacity --peer-python /tmp/bench-venv/bin/python
 
 Clients: ours (servesweep.bench.client, three ways: streams kept raw for parsing after the level,
 as a level runs while its memory budget lasts; `ours-packed`, kept compressed, as past that
@@ -36,17 +36,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.support import SUPPORT
+from benchmarks.support.record import write_result
+from servesweep.bench import client as ours
+from servesweep.level import Level
+from servesweep.workloads.base import load_tokenizer
+from servesweep.workloads.random_tokens import random_prompts
 
-from record import write_result  # noqa: E402
-
-from servesweep.bench import client as ours  # noqa: E402
-from servesweep.level import Level  # noqa: E402
-from servesweep.workloads.base import load_tokenizer  # noqa: E402
-from servesweep.workloads.random_tokens import random_prompts  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
 INPUT_TOKENS, OUTPUT_TOKENS = 32, 256
 
 
@@ -59,7 +55,7 @@ class Stub:
     """The stub in its own process group, pinned to one core; ended by its PID."""
 
     def __init__(self, core: int):
-        cmd = [sys.executable, str(HERE / "stub_server.py"), "--port", "0"]
+        cmd = [sys.executable, str(SUPPORT / "stub_server.py"), "--port", "0"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
         os.sched_setaffinity(self.proc.pid, {core})
         self.port = int(self.proc.stdout.readline().split()[1])
@@ -95,10 +91,10 @@ def peer_available(python: str | None, module: str) -> str | None:
     if not Path(python).exists():
         return f"{python} does not exist"
     probe = f"import importlib.util as u; raise SystemExit(u.find_spec('{module}') is None)"
-    shim = HERE / "sglang_shim.py"
+    shim = SUPPORT / "sglang_shim.py"
     # find_spec of a submodule imports its parents, so go through the shim.
-    code = f"import sys; sys.argv = ['x']; sys.path.insert(0, {str(HERE)!r}); "
-    code += "import sglang_shim; sglang_shim.install(); " + probe
+    code = f"import runpy; runpy.run_path({str(shim)!r}, run_name='sglang_shim')['install'](); "
+    code += probe
     r = subprocess.run([python, "-c", code], capture_output=True, text=True)
     if r.returncode:
         return f"{module} is not importable by {python} (via {shim.name})"
@@ -141,7 +137,7 @@ def run_ours(url, prompts, level, core, mode: str) -> dict:
 def run_peer(python, module, url, model, n, level, core, out_dir: Path) -> dict:
     out = out_dir / f"{module.rsplit('.', 1)[-1]}-{level}.jsonl"
     out.unlink(missing_ok=True)
-    cmd = ["taskset", "-c", str(core), python, str(HERE / "sglang_shim.py"), module]
+    cmd = ["taskset", "-c", str(core), python, str(SUPPORT / "sglang_shim.py"), module]
     cmd += ["--backend", "sglang-oai", "--base-url", url, "--model", "stub"]
     cmd += ["--tokenizer", str(model), "--dataset-name", "random-ids"]
     cmd += ["--random-input-len", str(INPUT_TOKENS), "--random-output-len", str(OUTPUT_TOKENS)]

@@ -10,7 +10,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.support import RESULTS, ROOT
 
 
 def commit() -> str | None:
@@ -18,14 +18,13 @@ def commit() -> str | None:
     git (the lent GPU machine), SERVESWEEP_COMMIT as the caller set it."""
     if os.environ.get("SERVESWEEP_COMMIT"):
         return os.environ["SERVESWEEP_COMMIT"]
-    root = Path(__file__).resolve().parents[1]
     try:
         head = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
+            cwd=ROOT,
             capture_output=True,
             text=True,
         ).stdout.strip()

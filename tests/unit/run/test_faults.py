@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures.paths import ROOT
 
 from servesweep.run.cell import run_cell
 from servesweep.server.process import port_is_free
 from servesweep.server.procs import group_members
 from servesweep.sweep.config import load
 
-ROOT = Path(__file__).resolve().parents[3]
 FAULT_SERVER = ROOT / "tests" / "fixtures" / "fault_server.py"
 COMMAND = f"{{python}} {FAULT_SERVER} --host {{host}} --port {{port}}"
 STACK = {"stack": "test", "kind": "existing", "python": sys.executable}
@@ -79,6 +79,7 @@ def statuses(cell: dict) -> list[tuple[int, str]]:
     return [(lv["level"], lv["status"]) for lv in cell["levels"]]
 
 
+@pytest.mark.slow
 def test_healthy_server_is_ok(tmp_path, tiny_model):
     cell = run(tmp_path, tiny_model, {})
     assert cell["status"] == "ok", cell["failure"]
@@ -99,6 +100,7 @@ def test_crash_during_boot_is_recorded_with_its_cause(tmp_path, tiny_model, sign
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_never_ready_hits_the_boot_timeout(tmp_path, tiny_model):
     start = time.monotonic()
     cell = run(tmp_path, tiny_model, {"fault": "hang_boot"}, server={"boot_timeout_s": 2})
@@ -108,6 +110,7 @@ def test_never_ready_hits_the_boot_timeout(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_slow_boot_within_the_timeout_is_fine(tmp_path, tiny_model):
     cell = run(tmp_path, tiny_model, {"fault": "slow_boot", "boot-s": 2}, levels=(1,))
     assert cell["status"] == "ok", cell["failure"]
@@ -115,6 +118,7 @@ def test_slow_boot_within_the_timeout_is_fine(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_boot_retry_recovers_a_flaky_boot(tmp_path, tiny_model):
     marker = tmp_path / "crashed-once"
     flags = {"fault": "crash_once", "marker": str(marker), "signature": "nccl"}
@@ -125,6 +129,7 @@ def test_boot_retry_recovers_a_flaky_boot(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_boot_retries_are_bounded(tmp_path, tiny_model):
     cell = run(tmp_path, tiny_model, {"fault": "crash_boot"}, boot_retries=2, levels=(1,))
     assert cell["status"] == "failed"
@@ -147,6 +152,7 @@ def test_rejected_flag_fails_at_once_and_is_not_relaunched(tmp_path, tiny_model)
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_gauges_peak_while_a_level_runs(tmp_path, tiny_model):
     # The fault server's /metrics counts the completions it is serving: 4 at level 4 while
     # the level runs, 0 before and after it (what the snapshots around the level see).
@@ -183,6 +189,7 @@ def test_death_at_high_concurrency_keeps_earlier_levels(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_hang_mid_stream_is_caught_by_progress_not_health(tmp_path, tiny_model):
     start = time.monotonic()
     cell = run(tmp_path, tiny_model, {"fault": "hang_at", "at": 10})
@@ -192,6 +199,7 @@ def test_hang_mid_stream_is_caught_by_progress_not_health(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_malformed_stream(tmp_path, tiny_model):
     # Well-formed for the readiness and liveness probes, garbage afterwards.
     cell = run(tmp_path, tiny_model, {"fault": "malformed", "after": 2}, levels=(1,))
@@ -231,6 +239,7 @@ def test_a_wrong_readiness_answer_fails_fast_without_a_relaunch(tmp_path, tiny_m
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_a_hanging_readiness_generation_ends_within_the_boot_timeout(tmp_path, tiny_model):
     # Health answers, the generation never does: the boot still ends at boot_timeout_s
     # (request_timeout_s, 20 s here, does not stretch it).
@@ -255,6 +264,7 @@ def test_a_hanging_readiness_generation_ends_within_the_boot_timeout(tmp_path, t
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault, kind", [("http_500", "http_500"), ("http_429", "http_429")])
 def test_some_http_errors_are_counted_not_fatal(tmp_path, tiny_model, fault, kind):
     cell = run(
@@ -271,6 +281,7 @@ def test_some_http_errors_are_counted_not_fatal(tmp_path, tiny_model, fault, kin
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_mostly_http_errors_fail_the_level(tmp_path, tiny_model):
     cell = run(
         tmp_path, tiny_model, {"fault": "http_500", "fraction": 0.9, "after": 2}, levels=(1, 4)
@@ -303,6 +314,7 @@ def test_port_taken_by_another_process_is_refused_and_left_alone(tmp_path, tiny_
         holder.wait()
 
 
+@pytest.mark.slow
 def test_sigterm_ignored_escalates_to_sigkill(tmp_path, tiny_model):
     cell = run(tmp_path, tiny_model, {"ignore-term": True}, levels=(1,))
     assert cell["status"] == "ok", cell["failure"]
@@ -310,6 +322,7 @@ def test_sigterm_ignored_escalates_to_sigkill(tmp_path, tiny_model):
     assert_nothing_left(cell)
 
 
+@pytest.mark.slow
 def test_forked_workers_that_leave_the_group_are_ended(tmp_path, tiny_model):
     flags = {"fork": 2, "setsid": True, "ignore-term": True}
     cell = run(tmp_path, tiny_model, flags, levels=(1,))
@@ -334,6 +347,7 @@ def test_port_is_taken_while_holder_runs():
         assert not port_is_free("127.0.0.1", sock.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_a_job_time_limit_ends_the_cell_as_a_failed_result_in_time(tmp_path, tiny_model):
     # A slow server (40 requests x 8 tokens x 50 ms: ~16 s a level) and a job that will be
     # killed 35 s from now: with the 30 s margin the cell must stop itself within ~5 s.

@@ -5,7 +5,7 @@ HTTP chunk per event, as real servers frame them) is built once per shape, cache
 with a single write, so the stub spends almost nothing per token. A bare asyncio protocol (no
 web framework) keeps its per-request cost low too; uvloop is used where installed.
 
-    python benchmarks/stub_server.py --port 0    # prints "PORT <n>" once listening
+    python benchmarks/support/stub_server.py --port 0    # prints "PORT <n>" once listening
 
 Routes: POST /v1/completions, /v1/chat/completions (max_tokens tokens, ignore_eos and other
 fields accepted and ignored; a final usage chunk with `choices: []` only when the request

@@ -13,11 +13,11 @@ workload (random prompts of --input-len tokens, --output-len output tokens, at
 Medians over the repeats of output throughput, median TTFT and median TPOT should agree
 within 3 %.
 
-    python benchmarks/parity.py --server-python .cache/tests/cpu-stack/venv/bin/python \\
+    python -m benchmarks.client.parity --server-python .cache/tests/cpu-stack/venv/bin/python \\
         --peer-python /tmp/bench-venv/bin/python
 
 `transformers serve` rejects the `ignore_eos`/`min_tokens` fields bench_serving always sends
-(HTTP 422), so both clients go through benchmarks/strip_proxy.py, which drops them. The
+(HTTP 422), so both clients go through benchmarks/support/strip_proxy.py, which drops them. The
 synthetic model's generation config has no EOS token, so every request yields exactly
 --output-len tokens either way. The server and the proxy run in their own process groups on
 127.0.0.1 and are ended by their PIDs.
@@ -37,19 +37,15 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.support import SUPPORT
+from benchmarks.support.record import write_result
+from servesweep.bench.client import ClientSettings, probe_generation, run_level
+from servesweep.level import Level
+from servesweep.server.process import ServerProcess, free_port
+from servesweep.server.readiness import wait_ready
+from servesweep.workloads.base import load_tokenizer
+from servesweep.workloads.random_tokens import random_prompts
 
-from record import write_result  # noqa: E402
-
-from servesweep.bench.client import ClientSettings, probe_generation, run_level  # noqa: E402
-from servesweep.level import Level  # noqa: E402
-from servesweep.server.process import ServerProcess, free_port  # noqa: E402
-from servesweep.server.readiness import wait_ready  # noqa: E402
-from servesweep.workloads.base import load_tokenizer  # noqa: E402
-from servesweep.workloads.random_tokens import random_prompts  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
 # (label, our summary field, bench_serving result field); the first three are the check.
 METRICS = [
     ("output tok/s", "output_throughput", "output_throughput"),
@@ -73,7 +69,7 @@ SERVER_TTFT = "server-side TTFT"  # scripted server: its first write - its read,
 
 class Proxy:
     def __init__(self, upstream_port: int):
-        cmd = [sys.executable, str(HERE / "strip_proxy.py"), "--upstream"]
+        cmd = [sys.executable, str(SUPPORT / "strip_proxy.py"), "--upstream"]
         cmd.append(f"127.0.0.1:{upstream_port}")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
         self.port = int(self.proc.stdout.readline().split()[1])
@@ -119,7 +115,7 @@ def run_ours(url, model, tokenizer, args, seed, tmp: Path) -> dict:
 def run_bench_serving(url, model, args, seed, tmp: Path) -> dict:
     out = tmp / "bench_serving.jsonl"
     out.unlink(missing_ok=True)
-    cmd = [args.peer_python, str(HERE / "sglang_shim.py"), "sglang.benchmark.serving"]
+    cmd = [args.peer_python, str(SUPPORT / "sglang_shim.py"), "sglang.benchmark.serving"]
     cmd += ["--backend", "sglang-oai", "--base-url", url, "--model", str(model)]
     cmd += ["--tokenizer", str(model), "--dataset-name", "random-ids"]
     cmd += ["--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len)]
@@ -217,8 +213,7 @@ def report(results: dict[str, list[dict]], label: str, args) -> dict:
 
 
 def scripted(model, tokenizer, args) -> dict:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fixtures.sse_server import ServerProcess as ScriptedServer
+    from tests.fixtures.sse_server import ServerProcess as ScriptedServer
 
     script = {"ttft_ms": args.scripted_ttft_ms, "gap_ms": args.scripted_gap_ms}
     with ScriptedServer(script) as srv:

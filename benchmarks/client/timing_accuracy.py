@@ -1,7 +1,7 @@
 """How exactly our client times streams at many streams: its TTFT, ITL, TPOT and E2EL
 against the scripted server's own write times (the truth), at --concurrency streams.
 
-    python benchmarks/timing_accuracy.py --concurrency 1024 --repeats 3
+    python -m benchmarks.client.timing_accuracy --concurrency 1024 --repeats 3
 
 The scripted test server (tests/fixtures/sse_server.py) runs pinned to --server-core and
 records, on CLOCK_MONOTONIC (one clock for every process), when it read each request and
@@ -21,20 +21,15 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from fixtures.sse_server import ServerProcess  # noqa: E402
-from fixtures.timing import NoiseProbe, timing_errors  # noqa: E402
-from record import write_result  # noqa: E402
-
-from servesweep.bench.client import ClientSettings, run_level  # noqa: E402
-from servesweep.level import Level  # noqa: E402
-from servesweep.workloads.base import Prompt  # noqa: E402
+from benchmarks.support.record import write_result
+from servesweep.bench.client import ClientSettings, run_level
+from servesweep.level import Level
+from servesweep.workloads.base import Prompt
+from tests.fixtures.sse_server import ServerProcess
+from tests.fixtures.timing import NoiseProbe, timing_errors
 
 METRICS = ("itl", "ttft", "tpot", "e2el")
 

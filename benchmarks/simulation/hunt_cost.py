@@ -1,7 +1,7 @@
 """What the hunt's decisions cost and how often it ends at the true best, against every
 fixed-repeat search a user could run instead, on the same worlds through one machine model.
 
-    PYTHONPATH=. python benchmarks/hunt_cost.py [--seeds 500] [--jobs 2]
+    python -m benchmarks.simulation.hunt_cost [--seeds 500] [--jobs 2]
         [--scenarios cv2,cv5,...] [--set boots_max=11 first_boot=drop ...] [--out FILE]
 
 Each seed draws a world of 5 candidates over 2 counted levels: two winners (+5..12 % at one
@@ -45,9 +45,11 @@ winner's curse); +8 % at one level with -5 % at the other. And other settings of
 on the same worlds (`TRIED`, hunt only). Writes benchmarks/results/hunt_cost.json and
 prints a table per scenario.
 
-For a "before" row, run the same file with PYTHONPATH at an older checkout (it drives the
-hunt through `servesweep.hunt.state.replay`, or `advance` where that is its name) and
-`--tried-seeds 0`: benchmarks/results/hunt_cost_before.json is main at 18f53c1 so.
+For a "before" row, run the same module from an older checkout's root with PYTHONPATH at this
+one (`cd OLD && PYTHONPATH=THIS python -m benchmarks.simulation.hunt_cost --tried-seeds 0`:
+servesweep then comes from OLD; it drives the hunt through `servesweep.hunt.state.replay`,
+or `advance` where that is its name): benchmarks/results/hunt_cost_before.json is main at
+18f53c1 so.
 """
 
 from __future__ import annotations
@@ -57,7 +59,6 @@ import ast
 import hashlib
 import itertools
 import math
-import sys
 import time
 from collections import defaultdict
 from multiprocessing import Pool
@@ -66,13 +67,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from record import write_result  # noqa: E402
-
-from servesweep.hunt import spec as hs  # noqa: E402
-from servesweep.hunt import state as hstate  # noqa: E402
+from benchmarks.support.record import write_result
+from servesweep.hunt import spec as hs
+from servesweep.hunt import state as hstate
 
 REPLAY = getattr(hstate, "replay", None) or hstate.advance
 LEVELS = (1, 256)

@@ -1,7 +1,7 @@
 """A/A through the real judge: how often identical configurations are called faster or
 slower, per variant and family, by simulation.
 
-    python benchmarks/aa_verdicts.py [--seeds 150] [--out FILE]
+    python -m benchmarks.simulation.aa_verdicts [--seeds 150] [--out FILE]
 
 Each seed is a sweep (tests/fixtures/verdict_sim.py `simulate`: real request samples, real
 percentiles) of a baseline and three variants identical to it, levels 1, 4, 16 and 64
@@ -11,29 +11,23 @@ and the secondary one (the four latency percentiles over the 4 levels). Reports 
 of variants called faster or slower anywhere in each family, and of comparisons, for 2, 3
 and 5 boots a cell under boot CV 2, 5 and 10 % (requests log-sd 0.3), first boots 30–70 %
 slower at level 16, and one copy whose boots scatter 3 times more (its own rate apart).
-benchmarks/verdict_power.py has the same (and the rule before) on many more sweeps through
-the vectorised rule; this is the production code path. Writes
+benchmarks/simulation/verdict_power.py has the same (and the rule before) on many more sweeps
+through the vectorised rule; this is the production code path. Writes
 benchmarks/results/aa_verdicts.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-from fixtures.verdict_sim import USER_NOISES, Noise, judged, simulate  # noqa: E402
-from record import write_result  # noqa: E402
-
-from servesweep.results.judge.board import PRIMARY  # noqa: E402
-from servesweep.results.judge.verdicts import FASTER, SLOWER  # noqa: E402
+from benchmarks.support.record import write_result
+from servesweep.results.judge.board import PRIMARY
+from servesweep.results.judge.verdicts import FASTER, SLOWER
+from tests.fixtures.verdict_sim import USER_NOISES, Noise, judged, simulate
 
 LEVELS = (1, 4, 16, 64)
 VARIANTS = {"baseline": 0.0, "copy-1": 0.0, "copy-2": 0.0, "copy-3": 0.0}

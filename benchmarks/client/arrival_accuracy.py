@@ -2,7 +2,7 @@
 the scripted SSE server, each request's send stamp and the server's own read time compared
 with when it was due.
 
-    python benchmarks/arrival_accuracy.py --rates 10,100,1000,2000,5000,10000 --seconds 2
+    python -m benchmarks.client.arrival_accuracy --rates 10,100,1000,2000,5000,10000 --seconds 2
 
 The scripted server (tests/fixtures/sse_server.py: TTFT 5 ms, then 4 tokens 1 ms apart, so
 requests are short and never pile up) runs pinned to --server-core; the client to
@@ -24,17 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from fixtures.sse_server import ServerProcess  # noqa: E402
-from record import write_result  # noqa: E402
-
-from servesweep.bench.arrivals import schedule as arrival_schedule  # noqa: E402
-from servesweep.bench.client import ClientSettings, run_level  # noqa: E402
-from servesweep.level import Level  # noqa: E402
-from servesweep.sweep.config import Arrival  # noqa: E402
-from servesweep.workloads.base import Prompt  # noqa: E402
+from benchmarks.support.record import write_result
+from servesweep.bench.arrivals import schedule as arrival_schedule
+from servesweep.bench.client import ClientSettings, run_level
+from servesweep.level import Level
+from servesweep.sweep.config import Arrival
+from servesweep.workloads.base import Prompt
+from tests.fixtures.sse_server import ServerProcess
 
 
 def one(srv, rate: float, seconds: float, seed: int, tmp: Path) -> dict:
