@@ -238,7 +238,7 @@ def test_the_analysis_settings_are_the_schemas_section():
     assert set(AnalysisSettings._fields) == set(keys)
     defaults = AnalysisSettings()._asdict()
     assert {k: defaults[k] for k in section_defaults("analysis")} == section_defaults("analysis")
-    sweep = load_file(Path(__file__).resolve().parents[3] / "config" / "config.yaml")
+    sweep = load_file(ROOT / "config" / "config.yaml")
     settings = AnalysisSettings.of(sweep.analysis)
     given = {k: tuple(v) if k == "levels" else v for k, v in sweep.analysis.items()}
     assert settings._asdict() == {**defaults, **given}
