@@ -394,6 +394,8 @@ CellRead = _reader("CellRead", CellRecord, repeat=0, attempt=0)
 FailureRead = _reader("FailureRead", Failure)  # a cell's or a manifest's (SetupFailure)
 StackRead = _reader("StackRead", StackManifest, attempt=0)
 ModelRead = _reader("ModelRead", ModelManifest, attempt=0)
+FileRead = _reader("FileRead", ModelFile)
+SpecRead = _reader("SpecRead", CellSpec)
 LevelRead = _reader(
     "LevelRead", LevelSummary, LevelJudgement, in_boot=0, repeat=0, metrics_version="0"
 )  # a level without metrics_version is of the first definition
