@@ -377,8 +377,10 @@ class CellRecord(TypedDict):
 # record itself is not changed: what is written back or tabled is the record as read.
 
 
-def _reader(name: str, *records: type, **defaults: Any) -> Any:
-    fields = list(dict.fromkeys(f for r in records for f in r.__annotations__))
+def reader(name: str, *records: type | list[str], **defaults: Any) -> Any:
+    """A reader over the record types' fields (or a table's column names), in their order."""
+    names = (r.__annotations__ if isinstance(r, type) else r for r in records)
+    fields = list(dict.fromkeys(f for r in names for f in r))
     base = namedtuple(name, fields, defaults=[defaults.get(f) for f in fields])
 
     def of(cls, raw: Mapping[str, Any] | None, **given: Any):
@@ -390,14 +392,15 @@ def _reader(name: str, *records: type, **defaults: Any) -> Any:
     return type(name, (base,), {"__slots__": (), "of": classmethod(of)})
 
 
-CellRead = _reader("CellRead", CellRecord, repeat=0, attempt=0)
-FailureRead = _reader("FailureRead", Failure)  # a cell's or a manifest's (SetupFailure)
-StackRead = _reader("StackRead", StackManifest, attempt=0)
-ModelRead = _reader("ModelRead", ModelManifest, attempt=0)
-FileRead = _reader("FileRead", ModelFile)
-SpecRead = _reader("SpecRead", CellSpec)
-LevelRead = _reader(
+CellRead = reader("CellRead", CellRecord, repeat=0, attempt=0)
+FailureRead = reader("FailureRead", Failure)  # a cell's or a manifest's (SetupFailure)
+StackRead = reader("StackRead", StackManifest, attempt=0)
+ModelRead = reader("ModelRead", ModelManifest, attempt=0)
+FileRead = reader("FileRead", ModelFile)
+SpecRead = reader("SpecRead", CellSpec)
+TeardownRead = reader("TeardownRead", TeardownRecord)
+LevelRead = reader(
     "LevelRead", LevelSummary, LevelJudgement, in_boot=0, repeat=0, metrics_version="0"
 )  # a level without metrics_version is of the first definition
 # A row of results/summary.csv: the cell's columns, the level's and collect's.
-SummaryRow = _reader("SummaryRow", SummaryCell, LevelSummary, LevelJudgement)
+SummaryRow = reader("SummaryRow", SummaryCell, LevelSummary, LevelJudgement)
