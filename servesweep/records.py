@@ -386,7 +386,7 @@ def reader(name: str, *records: type | list[str], **defaults: Any) -> Any:
     def of(cls, raw: Mapping[str, Any] | None, **given: Any):
         """`raw`'s fields (any mapping: a record, a summary.csv row); those it lacks from
         `given`, then the reader's defaults."""
-        raw = raw or {}
+        raw = {} if raw is None else raw
         return cls(**{**given, **{f: raw[f] for f in cls._fields if f in raw}})
 
     return type(name, (base,), {"__slots__": (), "of": classmethod(of)})
