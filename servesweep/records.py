@@ -7,6 +7,8 @@ in docs/records.md and the other way round.
 
 from __future__ import annotations
 
+from collections import namedtuple
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 
@@ -367,3 +369,38 @@ class CellRecord(TypedDict):
     model_manifest: ModelManifest
     levels: list[LevelSummary]
     capacity: NotRequired[CapacityRecord]  # benchmark.search only
+
+
+# Read-back: a record as its readers see it. Each reader is a NamedTuple over a record type's
+# fields (declared once, above); `of` takes a record as written, any version, and gives every
+# field it lacks its default (None unless named), so readers use attributes, never .get. The
+# record itself is not changed: what is written back or tabled is the record as read.
+
+
+def reader(name: str, *records: type | list[str], **defaults: Any) -> Any:
+    """A reader over the record types' fields (or a table's column names), in their order."""
+    names = (r.__annotations__ if isinstance(r, type) else r for r in records)
+    fields = list(dict.fromkeys(f for r in names for f in r))
+    base = namedtuple(name, fields, defaults=[defaults.get(f) for f in fields])
+
+    def of(cls, raw: Mapping[str, Any] | None, **given: Any):
+        """`raw`'s fields (any mapping: a record, a summary.csv row); those it lacks from
+        `given`, then the reader's defaults."""
+        raw = {} if raw is None else raw
+        return cls(**{**given, **{f: raw[f] for f in cls._fields if f in raw}})
+
+    return type(name, (base,), {"__slots__": (), "of": classmethod(of)})
+
+
+CellRead = reader("CellRead", CellRecord, repeat=0, attempt=0)
+FailureRead = reader("FailureRead", Failure)  # a cell's or a manifest's (SetupFailure)
+StackRead = reader("StackRead", StackManifest, attempt=0)
+ModelRead = reader("ModelRead", ModelManifest, attempt=0)
+FileRead = reader("FileRead", ModelFile)
+SpecRead = reader("SpecRead", CellSpec)
+TeardownRead = reader("TeardownRead", TeardownRecord)
+LevelRead = reader(
+    "LevelRead", LevelSummary, LevelJudgement, in_boot=0, repeat=0, metrics_version="0"
+)  # a level without metrics_version is of the first definition
+# A row of results/summary.csv: the cell's columns, the level's and collect's.
+SummaryRow = reader("SummaryRow", SummaryCell, LevelSummary, LevelJudgement)

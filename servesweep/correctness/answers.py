@@ -24,6 +24,7 @@ from typing import TypedDict
 
 from servesweep.bench.client import ClientSettings, endpoint_url
 from servesweep.jsonfile import utc_now, write_json
+from servesweep.records import reader
 from servesweep.server.engines.base import Engine
 from servesweep.server.http import http_request
 
@@ -225,6 +226,10 @@ class PassRecord(TypedDict):
     prompts: list[dict]  # {index, text, input_tokens}
     modes: dict[str, list[Answer]]  # per mode in MODES, one answer per prompt, in order
     summary: PassSummary
+
+
+AnswerRead = reader("AnswerRead", Answer)  # an answer as compare reads it back
+PassRead = reader("PassRead", PassRecord)  # a pass record (correctness.json), any version
 
 
 def run_correctness(

@@ -29,6 +29,8 @@ import csv
 from pathlib import Path
 from typing import NamedTuple
 
+from servesweep.correctness.answers import AnswerRead, PassRead
+from servesweep.records import reader
 from servesweep.sweep.analysis import AnalysisSettings
 
 DEFAULT_THRESHOLD = AnalysisSettings().correctness_threshold  # the schema's, 0.95
@@ -94,8 +96,9 @@ KEYS = {"server_ids": "token_ids", "server_tokens": "tokens", "retokenized": "re
 
 
 def _aligned(answer: dict, seq) -> bool:
-    lp = answer.get("logprobs")
-    return lp is not None and len(lp) == len(seq) and answer.get("tokens") is not None
+    read = AnswerRead.of(answer)
+    lp = read.logprobs
+    return lp is not None and len(lp) == len(seq) and read.tokens is not None
 
 
 def prompt_diff(variant: dict, baseline: dict, basis: str) -> PromptDiff:
@@ -119,7 +122,7 @@ def prompt_diff(variant: dict, baseline: dict, basis: str) -> PromptDiff:
             if k is not None and k < min(len(v_seq), len(b_seq)):
                 if v_lp[k] is not None and b_lp[k] is not None:
                     delta = v_lp[k] - b_lp[k]
-                tops, wanted = variant.get("top_logprobs") or [], baseline["tokens"]
+                tops, wanted = AnswerRead.of(variant).top_logprobs or [], baseline["tokens"]
                 top = tops[k] if k < len(tops) else None
                 if top and k < len(wanted):
                     wanted = wanted[k]
@@ -130,9 +133,10 @@ def prompt_diff(variant: dict, baseline: dict, basis: str) -> PromptDiff:
 
 
 def _settings_differ(variant: dict, baseline: dict) -> str | None:
-    a, b = variant.get("config") or {}, baseline.get("config") or {}
+    v, r = PassRead.of(variant), PassRead.of(baseline)
+    a, b = v.config or {}, r.config or {}
     differ = [key for key in SAME_SETTINGS if a.get(key) != b.get(key)]
-    texts = [[p["text"] for p in r.get("prompts") or []] for r in (variant, baseline)]
+    texts = [[p["text"] for p in read.prompts or []] for read in (v, r)]
     if differ or texts[0] != texts[1]:
         return f"the records' prompts differ ({', '.join(differ) or 'prompt texts'}): not compared"
     return None
@@ -214,8 +218,8 @@ def compare_records(
     that was skipped)."""
     why = _settings_differ(variant, baseline)
     out = []
-    theirs = baseline.get("modes") or {}
-    for mode, answers in (variant.get("modes") or {}).items():
+    theirs = PassRead.of(baseline).modes or {}
+    for mode, answers in (PassRead.of(variant).modes or {}).items():
         if mode not in theirs:
             continue
         if why:
@@ -228,7 +232,7 @@ def compare_records(
 
 def compare_modes(record: dict, threshold: float = DEFAULT_THRESHOLD) -> ModeComparison | None:
     """A record against itself: its all-together answers vs its one-at-a-time ones."""
-    modes = record.get("modes") or {}
+    modes = PassRead.of(record).modes or {}
     if "all_together" not in modes or "one_at_a_time" not in modes:
         return None
     return compare_answers(modes["all_together"], modes["one_at_a_time"], SELF_MODE, threshold)
@@ -285,6 +289,10 @@ def sweep_rows(
         if own is not None:
             rows += csv_rows(stack, model, variant, stack, variant, [own])
     return rows
+
+
+# A row of results/correctness.csv read back (views): each column it lacks reads as None.
+CorrectnessRow = reader("CorrectnessRow", CSV_COLUMNS)
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from servesweep import fmt
+from servesweep.correctness.compare import CorrectnessRow
 
 
 def read_rows(path: Path | None) -> pd.DataFrame:
@@ -32,26 +33,27 @@ def correctness_rows(rows: pd.DataFrame) -> list[dict]:
     """One row per comparison and mode, as the template shows them."""
     out = []
     for r in rows.to_dict("records"):
+        row = CorrectnessRow.of(r)
         same_cell = (r["compared_to_variant"], r["compared_to_stack"]) == (r["variant"], r["stack"])
         if same_cell:
             versus = "its own one-at-a-time answers"
         else:
             versus = f"{r['compared_to_stack']} / {r['compared_to_variant']}"
-        flagged = str(r.get("changes_outputs")).lower() == "true"
+        flagged = str(row.changes_outputs).lower() == "true"
         out.append(
             {
                 "where": f"{r['stack']} / {r['model']} / {r['variant']}",
                 "versus": versus,
                 "mode": str(r["mode"]).replace("_", " "),
-                "rate": _fmt(r.get("exact_match_rate"), ".3f"),
-                "first_diff": _fmt(r.get("mean_first_diff"), ".1f"),
-                "basis": r.get("token_basis") or fmt.MISSING,
-                "logprob_delta": _fmt(r.get("max_abs_logprob_delta"), ".3g"),
-                "top_k": _fmt(r.get("baseline_in_top_k_share"), ".2f"),
-                "threshold": _fmt(r.get("threshold"), ".2f"),
-                "must_match": str(r.get("must_match")).lower() == "true",
+                "rate": _fmt(row.exact_match_rate, ".3f"),
+                "first_diff": _fmt(row.mean_first_diff, ".1f"),
+                "basis": row.token_basis or fmt.MISSING,
+                "logprob_delta": _fmt(row.max_abs_logprob_delta, ".3g"),
+                "top_k": _fmt(row.baseline_in_top_k_share, ".2f"),
+                "threshold": _fmt(row.threshold, ".2f"),
+                "must_match": str(row.must_match).lower() == "true",
                 "flagged": flagged,
-                "note": r.get("note") if isinstance(r.get("note"), str) else "",
+                "note": row.note if isinstance(row.note, str) else "",
             }
         )
     return out
@@ -68,7 +70,7 @@ def flagged_variants(rows: pd.DataFrame) -> dict[tuple[str, str, str], str]:
         if r["compared_to_variant"] == r["variant"] and r["compared_to_stack"] == r["stack"]:
             continue  # a server's own modes: shown in the section, not against the baseline
         key = (r["stack"], r["model"], r["variant"])
-        rate = _fmt(r.get("exact_match_rate"), ".3f")
+        rate = _fmt(CorrectnessRow.of(r).exact_match_rate, ".3f")
         mode = str(r["mode"]).replace("_", " ")
         out.setdefault(key, f"changes outputs (exact match {rate}, {mode})")
     return out

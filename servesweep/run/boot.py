@@ -15,7 +15,7 @@ from servesweep.capacity.search import search_of
 from servesweep.correctness.answers import run_correctness
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.level import Level, warmup_requests
-from servesweep.records import CellRecord, LevelSummary
+from servesweep.records import CellRecord, LevelRead, LevelSummary
 from servesweep.run.job import CellJob
 from servesweep.run.levels import level_plan, level_prompts, rate_schedule
 from servesweep.run.record import new_cell_record
@@ -52,7 +52,7 @@ class CellRun:
         self.levels_dir = self.out_dir / "levels"
         self.server_log = Path(job.server_log)
         self.log = log
-        self.engine = get_engine(spec["engine"], spec.get("engine_options"))
+        self.engine = get_engine(spec["engine"], spec["engine_options"])
         self.host = spec["server"]["host"]
         self.python = job.stack_manifest["python"]
         self.model_path = job.model_manifest["path"]
@@ -317,46 +317,47 @@ class CellRun:
         summary["gpu"] = gpu
         summary["energy_j"] = gpu.get("energy_j")
         summary["joules_per_output_token"] = joules_per_token(
-            gpu, summary.get("total_output_tokens") or 0
+            gpu, LevelRead.of(summary).total_output_tokens or 0
         )
-        ok = summary.get("status") == "ok"
+        ok = LevelRead.of(summary).status == "ok"
         if not ok:
             message = self._level_fault(server, summary, level)
         self.record["levels"][index] = summary
         write_json(self.levels_dir / f"{name}.json", summary)
         if not ok:
-            self.fail("level", summary.get("cause") or "unknown", message, level, self.repeat)
+            cause = LevelRead.of(summary).cause or "unknown"
+            self.fail("level", cause, message, level, self.repeat)
             return False
+        read = LevelRead.of(summary)
         self.log(
             f"level {level} ({name}): "
-            f"{summary.get('output_throughput') or 0:.1f} output tok/s, median TTFT "
-            f"{summary.get('median_ttft_ms') or 0:.1f} ms, median TPOT "
-            f"{summary.get('median_tpot_ms') or 0:.1f} ms"
+            f"{read.output_throughput or 0:.1f} output tok/s, median TTFT "
+            f"{read.median_ttft_ms or 0:.1f} ms, median TPOT "
+            f"{read.median_tpot_ms or 0:.1f} ms"
         )
         return True
 
     def _level_fault(self, server: ServerProcess, summary: LevelSummary, level: Level) -> str:
         """The client saw a fault; the process and its log say what it was."""
-        cause, died = diagnose(server, summary.get("cause") or "unknown")
-        if died or summary.get("cause") in (None, "http_errors", "unknown"):
+        before = LevelRead.of(summary).cause
+        cause, died = diagnose(server, before or "unknown")
+        if died or before in (None, "http_errors", "unknown"):
             summary["cause"] = cause
         summary["status"] = "failed"
         if died:
             return f"server exited with code {server.returncode} during level {level}"
-        if summary["cause"] == "time_limit":
+        read = LevelRead.of(summary, failed=0)
+        if read.cause == "time_limit":
             return (
                 f"the job's time limit was near: level {level} aborted "
-                f"({summary.get('failed', 0)} of {summary.get('num_prompts')} unfinished)"
+                f"({read.failed} of {read.num_prompts} unfinished)"
             )
-        return (
-            f"level {level}: {summary['cause']} "
-            f"({summary.get('failed', 0)} of {summary.get('num_prompts')} failed)"
-        )
+        return f"level {level}: {read.cause} ({read.failed} of {read.num_prompts} failed)"
 
     def check_answers(self, server: ServerProcess) -> None:
         """The correctness pass (servesweep.correctness.answers): the same boot, after the levels,
         before teardown. It never fails the cell; a pass not run says why."""
-        config = self.spec.get("correctness")
+        config = self.spec["correctness"]
         if not config:
             return self.skip_answers("correctness: false")
         if self.record["status"] != "ok":
@@ -381,7 +382,7 @@ class CellRun:
         write_json(self.out_dir / "correctness.json", {"version": 1, **self.record["correctness"]})
 
     def finish(self) -> CellRecord:
-        if self.record.get("correctness") is None:
+        if self.record["correctness"] is None:
             self.skip_answers("the server never became ready")
         self.record["finished_at"] = utc_now()
         write_json(self.out_dir / "cell.json", self.record)

@@ -22,7 +22,7 @@ from servesweep import CLIENT_VERSION
 from servesweep.level import Kind, Level, levels_of
 from servesweep.level import load_kind as load_kind_of
 from servesweep.level import num_prompts as level_prompts
-from servesweep.records import CellSpec
+from servesweep.records import CellRead, CellSpec
 from servesweep.server.engines import ENGINES, get_engine
 from servesweep.sweep import checks
 from servesweep.sweep.checks import (
@@ -339,9 +339,10 @@ def next_attempt(cell_json: Path, retries: dict) -> int:
         previous = json.loads(Path(cell_json).read_text())
     except (OSError, ValueError):
         return 0
-    attempt = int(previous.get("attempt", 0))
+    previous = CellRead.of(previous)
+    attempt = int(previous.attempt)
     if (
-        previous.get("status") == "failed"
+        previous.status == "failed"
         and retries["failed_cells"]
         and attempt + 1 < retries["max_attempts"]
     ):

@@ -22,7 +22,16 @@ from typing import NamedTuple
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import read_json
 from servesweep.level import INF, level_key, levels_of, warmup_requests
-from servesweep.records import CellRecord, CellSpec
+from servesweep.records import (
+    CellRead,
+    CellRecord,
+    CellSpec,
+    FailureRead,
+    LevelRead,
+    ModelRead,
+    StackRead,
+    TeardownRead,
+)
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
 from servesweep.server.engines import launch_command, launch_env
@@ -84,14 +93,15 @@ def cell_state(
     cells after it."""
     if previous is None:
         return "new", RUN, "not measured yet"
-    if previous.get("spec_hash") != spec_hash(spec):
-        keys = changed_keys(previous.get("spec") or {}, spec)
+    prev = CellRead.of(previous)
+    if prev.spec_hash != spec_hash(spec):
+        keys = changed_keys(prev.spec or {}, spec)
         shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
         return "stale", RUN, f"spec changed: {shown or 'its hash'}"
-    failure = previous.get("failure") or {}
-    failed = previous.get("status") == "failed"
-    where = f"failed at {failure.get('stage')} ({failure.get('cause')})"
-    if attempt != int(previous.get("attempt", 0)):
+    failure = FailureRead.of(prev.failure)
+    failed = prev.status == "failed"
+    where = f"failed at {failure.stage} ({failure.cause})"
+    if attempt != int(prev.attempt):
         return (
             "failed",
             RUN,
@@ -107,7 +117,7 @@ def cell_state(
         if not retries["failed_cells"]:
             return "failed", KEEP, f"{where}; final (retries.failed_cells is off)"
         return "failed", KEEP, f"{where}; final ({retries['max_attempts']} attempts used)"
-    measured = previous.get("client_version")
+    measured = prev.client_version
     if str(measured) != str(CLIENT_VERSION):
         return (
             "stale",
@@ -115,7 +125,7 @@ def cell_state(
             f"measured by client v{measured} (now v{CLIENT_VERSION}); not rerun by itself: "
             "delete its cell.json to measure again",
         )
-    return "current", KEEP, f"measured {previous.get('finished_at') or ''}".strip()
+    return "current", KEEP, f"measured {prev.finished_at or ''}".strip()
 
 
 class Rates:
@@ -126,22 +136,22 @@ class Rates:
         self.boot: dict[str, list[float]] = defaultdict(list)
         self.teardown: dict[str, list[float]] = defaultdict(list)
         self.tput: dict[tuple[str, int], list[float]] = defaultdict(list)
-        for cell in cells:
-            engine = cell.get("engine") or "?"
-            own = {"boot": cell.get("boot_s"), "teardown": None, "tput": {}}
-            if isinstance(cell.get("teardown"), dict):
-                own["teardown"] = cell["teardown"].get("seconds")
-            for lev in cell.get("levels") or []:
-                rate = lev.get("output_throughput")
-                if lev.get("status") == "ok" and rate:
-                    key = level_key(lev["level"])
+        for cell in map(CellRead.of, cells):
+            engine = cell.engine or "?"
+            own = {"boot": cell.boot_s, "teardown": None, "tput": {}}
+            if isinstance(cell.teardown, dict):
+                own["teardown"] = TeardownRead.of(cell.teardown).seconds
+            for lev in map(LevelRead.of, cell.levels or []):
+                rate = lev.output_throughput
+                if lev.status == "ok" and rate:
+                    key = level_key(lev.level)
                     own["tput"].setdefault(key, []).append(float(rate))
                     self.tput[(engine, key)].append(float(rate))
             if own["boot"]:
                 self.boot[engine].append(float(own["boot"]))
             if own["teardown"] is not None:
                 self.teardown[engine].append(float(own["teardown"]))
-            self.by_cell[(cell.get("stack"), cell.get("model"), cell.get("variant"))] = own
+            self.by_cell[(cell.stack, cell.model, cell.variant)] = own
 
     def estimate(self, key: tuple, spec: CellSpec) -> tuple[float, str]:
         """Seconds one measurement of the cell takes, and where the rates came from."""
@@ -190,7 +200,7 @@ class Rates:
     def _correctness_s(self, own: dict, spec: CellSpec) -> float:
         """The correctness pass: its prompts one at a time at the one-stream rate, then all
         together (about half that again, as batches are faster)."""
-        pass_config = spec.get("correctness")
+        pass_config = spec["correctness"]
         if not pass_config:
             return 0.0
         one = own["tput"].get(1) or self.tput.get((spec["engine"], 1))
@@ -217,10 +227,10 @@ def plan_sweep(sweep: Sweep, paths: Paths, jobs: list | None = None) -> list[Pla
         spec = sweep.spec(stack, model, variant)
         stack_manifest = manifests[("stack", stack)]
         model_manifest = manifests[("model", model)]
-        python = (stack_manifest or {}).get("python") or str(
+        python = StackRead.of(stack_manifest).python or str(
             stack_python(stack, sweep.stacks[stack], paths.stacks)
         )
-        model_dir = (model_manifest or {}).get("path") or str(
+        model_dir = ModelRead.of(model_manifest).path or str(
             model_path(model, sweep.models[model], paths.models)
         )
         port = spec["server"]["port"]
@@ -228,12 +238,12 @@ def plan_sweep(sweep: Sweep, paths: Paths, jobs: list | None = None) -> list[Pla
         missing = [f"stack {stack}'s manifest"] if stack_manifest is None else []
         missing += [f"model {model}'s manifest"] if model_manifest is None else []
         setups_failed = [
-            f"{kind} {name} failed to set up ({(m.get('failure') or {}).get('cause')})"
+            f"{kind} {name} failed to set up ({FailureRead.of(m.failure).cause})"
             for kind, name, m in (
-                ("stack", stack, stack_manifest),
-                ("model", model, model_manifest),
+                ("stack", stack, StackRead.of(stack_manifest)),
+                ("model", model, ModelRead.of(model_manifest)),
             )
-            if (m or {}).get("status") == "failed"
+            if m.status == "failed"
         ]
         cell_json = paths.cell_json(stack, model, variant, repeat)
         previous = read_json(cell_json)

@@ -16,9 +16,12 @@ import pandas as pd
 from servesweep.capacity.goodput import level_goodput
 from servesweep.level import Level
 from servesweep.records import (
+    CellRead,
     CellRecord,
+    FailureRead,
     LevelColumns,
     LevelGates,
+    LevelRead,
     LevelSummary,
     StackColumns,
     SummaryCell,
@@ -79,25 +82,27 @@ def _cell_problem(cell) -> str | None:
     for key in ("stack", "model", "variant"):
         if not isinstance(cell.get(key), str) or not cell[key]:
             return f"'{key}' missing or not a non-empty string"
-    if cell.get("status") not in CELL_STATUSES:
-        return f"'status' is {cell.get('status')!r}, expected one of {', '.join(CELL_STATUSES)}"
-    failure = cell.get("failure")
+    c = CellRead.of(cell, levels=[])
+    if c.status not in CELL_STATUSES:
+        return f"'status' is {c.status!r}, expected one of {', '.join(CELL_STATUSES)}"
+    failure = c.failure
     if failure is not None and not isinstance(failure, dict):
         return "'failure' must be null or an object"
     for key in ("stack_manifest", "model_manifest"):
         if cell.get(key) is not None and not isinstance(cell[key], dict):
             return f"'{key}' must be null or an object"
-    levels = cell.get("levels", [])
+    levels = c.levels
     if not isinstance(levels, list):
         return "'levels' must be a list"
     for i, lev in enumerate(levels):
         if not isinstance(lev, dict):
             return f"levels[{i}] is not an object"
-        value = lev.get("level")
+        read = LevelRead.of(lev)
+        value, status = read.level, read.status
         if isinstance(value, bool) or not (isinstance(value, int | float) or value == "inf"):
             return f"levels[{i}].level missing or not a number"
-        if lev.get("status") not in LEVEL_STATUSES:
-            return f"levels[{i}].status is {lev.get('status')!r}"
+        if status not in LEVEL_STATUSES:
+            return f"levels[{i}].status is {status!r}"
     return None
 
 
@@ -111,7 +116,7 @@ def _flat(value):
 def _level_rows(cell: CellRecord, plan: list[tuple[LevelJson, int]] | None) -> list[LevelSummary]:
     """The boot's level summaries; every planned (level, in_boot) gets a row, even one the
     writer left out (as not_run)."""
-    rows = [LevelSummary(**lev) for lev in cell.get("levels") or []]
+    rows = [LevelSummary(**lev) for lev in CellRead.of(cell).levels or []]
     for r in rows:
         r.setdefault("in_boot", 0)
     if plan is not None:
@@ -149,17 +154,18 @@ class Analysis(NamedTuple):
 def _checked(cell: CellRecord, lev: LevelSummary, levels_dir: Path, analysis: Analysis) -> dict:
     """A level summary recomputed where its definition is older, with its gates."""
     if needs_recompute(lev) and "level" in lev:
-        name = level_name(lev["level"], lev.get("in_boot", 0))
+        name = level_name(lev["level"], LevelRead.of(lev).in_boot)
         fresh = recompute(lev, levels_dir / f"{name}.requests.jsonl", analysis.error_rate_threshold)
         if fresh is not None:
             lev = fresh
-    if lev.get("status") == "ok":
+    read = LevelRead.of(lev)
+    if read.status == "ok":
         lev = {**lev, "prefix_cache_hit_rate": prefix_cache_hit_rate(lev)}
-    if analysis.slo and lev.get("status") == "ok" and "level" in lev:
-        name = level_name(lev["level"], lev.get("in_boot", 0))
-        path = levels_dir / f"{name}.requests.jsonl"
-        lev = {**lev, **level_goodput(path, analysis.slo, lev.get("duration_s"))}
-    reasons = invalid_reasons(lev, cell.get("client_version"), AnalysisSettings.of(analysis.gates))
+    if analysis.slo and read.status == "ok" and "level" in lev:
+        path = levels_dir / f"{level_name(read.level, read.in_boot)}.requests.jsonl"
+        lev = {**lev, **level_goodput(path, analysis.slo, read.duration_s)}
+    client_version = CellRead.of(cell).client_version
+    reasons = invalid_reasons(lev, client_version, AnalysisSettings.of(analysis.gates))
     return {**lev, **LevelGates(valid=not reasons, invalid_reasons="; ".join(reasons) or None)}
 
 
@@ -177,20 +183,21 @@ def checked_levels(cell: CellRecord, cell_dir: Path, analysis: Analysis) -> list
 
 def summary_cell(cell: CellRecord) -> SummaryCell:
     """The cell's columns of its rows."""
-    failure = cell.get("failure") or {}
+    c = CellRead.of(cell)
+    failure = FailureRead.of(c.failure)
     return SummaryCell(
         stack=cell["stack"],
         model=cell["model"],
         variant=cell["variant"],
-        repeat=cell.get("repeat", 0),
-        engine=cell.get("engine"),
-        spec_hash=cell.get("spec_hash"),
-        client_version=cell.get("client_version"),
-        attempt=cell.get("attempt", 0),
+        repeat=c.repeat,
+        engine=c.engine,
+        spec_hash=c.spec_hash,
+        client_version=c.client_version,
+        attempt=c.attempt,
         cell_status=cell["status"],
-        failure_stage=failure.get("stage"),
-        failure_cause=failure.get("cause"),
-        boot_s=cell.get("boot_s"),
+        failure_stage=failure.stage,
+        failure_cause=failure.cause,
+        boot_s=c.boot_s,
     )
 
 
@@ -215,7 +222,7 @@ def collect_cells(
     rows = []
     for cell, path in cells:
         base = summary_cell(cell)
-        manifest = cell.get("stack_manifest") or {}
+        manifest = CellRead.of(cell).stack_manifest or {}
         stack_cols = {f"stack_{k}": _flat(v) for k, v in manifest.items()}
         stack_extra += [k for k in manifest if k not in STACK_FIELDS and k not in stack_extra]
         for lev in _level_rows(cell, analysis.plan):

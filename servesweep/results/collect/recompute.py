@@ -11,7 +11,7 @@ from pathlib import Path
 from servesweep import METRICS_VERSION
 from servesweep.bench import metrics
 from servesweep.level import Level
-from servesweep.records import LevelSummary
+from servesweep.records import LevelRead, LevelSummary
 
 # Measured once, not derivable from the request records: carried over as they were.
 MEASURED_FIELDS = (
@@ -42,9 +42,8 @@ def read_requests(path: Path) -> list[dict] | None:
 
 
 def needs_recompute(summary: LevelSummary) -> bool:
-    return summary.get("status") in ("ok", "failed") and str(
-        summary.get("metrics_version", "0")
-    ) != str(METRICS_VERSION)
+    read = LevelRead.of(summary)
+    return read.status in ("ok", "failed") and str(read.metrics_version) != str(METRICS_VERSION)
 
 
 def recompute(
@@ -55,24 +54,25 @@ def recompute(
     if records is None:
         return None
     level = Level.parse(summary["level"])  # recomputed as a closed-loop level, as it always was
+    read = LevelRead.of(summary)
     fresh = metrics.level_summary(
         records,
         level,
-        summary.get("repeat", 0),
+        read.repeat,
         concurrency=level.value,
-        num_prompts=summary.get("num_prompts"),
-        stalled=summary.get("cause") == "hung",
-        timed_out=summary.get("cause") == "time_limit",
+        num_prompts=read.num_prompts,
+        stalled=read.cause == "hung",
+        timed_out=read.cause == "time_limit",
         error_rate_threshold=error_rate_threshold,
-        client_cpu_s=summary.get("client_cpu_s"),
-        client_cpu_share=summary.get("client_cpu_share"),
-        client_max_loop_lag_ms=summary.get("client_max_loop_lag_ms"),
-        client_workers=summary.get("client_workers"),
-        started_at=summary.get("started_at"),
-        clock_origin_ns=summary.get("clock_origin_ns"),
+        client_cpu_s=read.client_cpu_s,
+        client_cpu_share=read.client_cpu_share,
+        client_max_loop_lag_ms=read.client_max_loop_lag_ms,
+        client_workers=read.client_workers,
+        started_at=read.started_at,
+        clock_origin_ns=read.clock_origin_ns,
     )
     out = {**fresh, **{k: summary[k] for k in MEASURED_FIELDS + FATE_FIELDS if k in summary}}
-    energy, tokens = out.get("energy_j"), out.get("total_output_tokens")
+    energy, tokens = LevelRead.of(out).energy_j, LevelRead.of(out).total_output_tokens
     out["joules_per_output_token"] = energy / tokens if energy is not None and tokens else None
-    out["recomputed_from"] = str(summary.get("metrics_version", "0"))
+    out["recomputed_from"] = str(read.metrics_version)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from servesweep import CLIENT_VERSION, METRICS_VERSION
-from servesweep.records import LevelSummary
+from servesweep.records import LevelRead, LevelSummary
 from servesweep.sweep.analysis import AnalysisSettings
 
 GATES = {
@@ -36,38 +36,39 @@ def _number(value) -> float | None:
 def invalid_reasons(level: LevelSummary, client_version, analysis: AnalysisSettings) -> list[str]:
     """The gates a level summary fails, as `gate: detail` strings (empty: valid)."""
     reasons: list[str] = []
-    if level.get("status") != "ok":
-        cause = level.get("cause")
-        reasons.append(f"not_ok: {level.get('status')}{f' ({cause})' if cause else ''}")
+    lv = LevelRead.of(level)
+    if lv.status != "ok":
+        cause = lv.cause
+        reasons.append(f"not_ok: {lv.status}{f' ({cause})' if cause else ''}")
         return reasons
     if str(client_version) != str(CLIENT_VERSION):
         reasons.append(f"stale_client: v{client_version}, now v{CLIENT_VERSION}")
-    if str(level.get("metrics_version", "0")) != str(METRICS_VERSION):
-        reasons.append(f"stale_metrics: v{level.get('metrics_version', '0')}")
-    if not _number(level.get("total_output_tokens")):
+    if str(lv.metrics_version) != str(METRICS_VERSION):
+        reasons.append(f"stale_metrics: v{lv.metrics_version}")
+    if not _number(lv.total_output_tokens):
         reasons.append("zero_output: 0 output tokens")
-    completed = _number(level.get("completed")) or 0
-    failed = _number(level.get("failed")) or 0
+    completed = _number(lv.completed) or 0
+    failed = _number(lv.failed) or 0
     if completed + failed and failed / (completed + failed) > analysis.max_failed_fraction:
         share = 100 * failed / (completed + failed)
         limit = 100 * analysis.max_failed_fraction
         reasons.append(f"failed_requests: {share:.1f} % > {limit:g} %")
-    if str(level.get("rate_short")).lower() == "true":
-        ratio, late = _number(level.get("achieved_ratio")), level.get("late_requests")
+    if str(lv.rate_short).lower() == "true":
+        ratio, late = _number(lv.achieved_ratio), lv.late_requests
         shown = "n/a" if ratio is None else f"{ratio:.1%}"
         reasons.append(f"client_bound: rate short, achieved {shown} of the schedule, {late} late")
-    elif str(level.get("client_bound")).lower() == "true":
-        held = _number(level.get("achieved_concurrency"))
+    elif str(lv.client_bound).lower() == "true":
+        held = _number(lv.achieved_concurrency)
         reasons.append(f"client_bound: achieved concurrency {held if held is not None else 'n/a'}")
-    mismatch = _number(level.get("usage_mismatch")) or 0
+    mismatch = _number(lv.usage_mismatch) or 0
     if mismatch:
         reasons.append(f"usage_mismatch: {int(mismatch)} requests")
-    window, duration = _number(level.get("steady_window_s")), _number(level.get("duration_s"))
+    window, duration = _number(lv.steady_window_s), _number(lv.duration_s)
     needed = analysis.min_steady_fraction
     share = window / duration if window is not None and duration else None
     # An open-loop (rate) level's drain is the server's backlog of arrivals it did not keep
     # up with: what the level measures, not ramp-down; its goodput says how it fared.
-    rate = str(level.get("load")) == "rate"
+    rate = str(lv.load) == "rate"
     if needed > 0 and not rate and (share is None or share < needed):  # 0: none required
         shown = "none" if share is None else f"{window:.2f} s of {duration:.2f} s"
         reasons.append(f"short_steady_window: {shown} < {needed:.0%} of the level")

@@ -20,7 +20,7 @@ from servesweep.bench.metrics import CLIENT_BOUND_RATIO, CLIENT_CPU_SATURATED
 from servesweep.correctness import views as correctness_views
 from servesweep.jsonfile import utc_now
 from servesweep.level import level_key
-from servesweep.records import CellRecord
+from servesweep.records import CellRead, CellRecord, ModelRead, SpecRead
 from servesweep.results.collect.cells import load_cells, read_summary
 from servesweep.results.collect.validity import GATES
 from servesweep.results.judge.capacity import capacity_rows
@@ -54,7 +54,7 @@ def pareto_view(
     df: pd.DataFrame, cells: list[CellRecord], variants: list[str], cost
 ) -> dict | None:
     gpus = {
-        (c["stack"], c["model"], c["variant"]): int((c.get("spec") or {}).get("gpus") or 0)
+        (c["stack"], c["model"], c["variant"]): int(SpecRead.of(CellRead.of(c).spec).gpus or 0)
         for c in cells
     }
     points = pareto_points(df, gpus, cost)
@@ -149,9 +149,9 @@ def build_report(
         ),
     ]  # fmt: skip
     synthetic = ordered(
-        c["model"] for c in cells if (c.get("model_manifest") or {}).get("synthetic")
+        c["model"] for c in cells if ModelRead.of(CellRead.of(c).model_manifest).synthetic
     )
-    boots = {(c["stack"], c["model"], c["variant"], c.get("repeat", 0)): c for c in cells}
+    boots = {(c["stack"], c["model"], c["variant"], CellRead.of(c).repeat): c for c in cells}
     answers = correctness_views.read_rows(correctness_csv)
     flags = correctness_views.flagged_variants(answers)
     env = jinja2.Environment(
@@ -172,7 +172,7 @@ def build_report(
             "boots": len(boots),
             "ok": sum(c["status"] == "ok" for c in cells),
             "failed": sum(c["status"] == "failed" for c in cells),
-            "stale": sum(str(c.get("client_version")) != str(current) for c in cells),
+            "stale": sum(str(CellRead.of(c).client_version) != str(current) for c in cells),
             "excluded": int((df["level"].notna() & ~df["valid"] & (df["status"] == "ok")).sum()),
             "recomputed": int(df["recomputed_from"].notna().sum()),
         },
@@ -181,7 +181,9 @@ def build_report(
         load_table=load_views.load_table(df, variants),
         pareto=pareto_view(df, cells, variants, settings.cost),
         capacity=capacity_view(cells, variants, baseline),
-        searched=any(((c.get("spec") or {}).get("benchmark") or {}).get("search") for c in cells),
+        searched=any(
+            (SpecRead.of(CellRead.of(c).spec).benchmark or {}).get("search") for c in cells
+        ),
         current_client_version=current,
         metrics_version=METRICS_VERSION,
         judging=judging,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from servesweep import fmt
-from servesweep.records import CellRecord
+from servesweep.records import CellRead, CellRecord, StackRead
 
 NONE = fmt.MISSING
 
@@ -44,7 +44,7 @@ def env_text(env: dict[str, str] | None) -> str:
 def servers_env_text(cells: list[CellRecord]) -> str:
     """The communication variables the stack's servers got (CUDA_VISIBLE_DEVICES apart):
     'K=V' where every boot had it, 'K=V (n of m boots)' where only some did."""
-    envs = [c["comm_env"] for c in cells if c.get("comm_env") is not None]
+    envs = [c.comm_env for c in map(CellRead.of, cells) if c.comm_env is not None]
     if not envs:
         return NONE
     seen = Counter((k, v) for env in envs for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES")
@@ -56,7 +56,7 @@ def servers_env_text(cells: list[CellRecord]) -> str:
 
 def held_text(cells: list[CellRecord]) -> str:
     """Which GPUs the stack's boots held: 'CUDA_VISIBLE_DEVICES 0 | 1 (pool 0,1,2,3, config)'."""
-    slots = [c["gpu_slots"] for c in cells if c.get("gpu_slots")]
+    slots = [c.gpu_slots for c in map(CellRead.of, cells) if c.gpu_slots]
     if not slots:
         return NONE
     held = sorted(
@@ -70,10 +70,11 @@ def held_text(cells: list[CellRecord]) -> str:
 def link_rows(names: list[str], stacks: dict[str, dict], cells: list[CellRecord]) -> list[dict]:
     """The manifest table's multi-GPU rows, one value per stack in `names`."""
     by_stack = {s: [c for c in cells if c["stack"] == s] for s in names}
+    manifests = {s: StackRead.of(stacks[s]) for s in names}
     values = {
-        "GPU links (topo -m)": [links_text(stacks[s].get("gpu_links")) for s in names],
-        "NVLink status": [nvlink_text(stacks[s].get("nvlink")) for s in names],
-        "NCCL env (stack)": [env_text(stacks[s].get("comm_env")) for s in names],
+        "GPU links (topo -m)": [links_text(manifests[s].gpu_links) for s in names],
+        "NVLink status": [nvlink_text(manifests[s].nvlink) for s in names],
+        "NCCL env (stack)": [env_text(manifests[s].comm_env) for s in names],
         "NCCL env (servers)": [servers_env_text(by_stack[s]) for s in names],
         "GPUs held": [held_text(by_stack[s]) for s in names],
     }

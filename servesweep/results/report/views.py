@@ -12,7 +12,16 @@ from servesweep.fmt import MISSING
 from servesweep.fmt import size as fmt_bytes
 from servesweep.fmt import value as fmt
 from servesweep.level import parse_value
-from servesweep.records import CellRecord
+from servesweep.records import (
+    CellRead,
+    CellRecord,
+    FailureRead,
+    FileRead,
+    LevelRead,
+    ModelRead,
+    StackRead,
+    SummaryRow,
+)
 from servesweep.resources.setup import STAGES as SETUP_STAGES
 from servesweep.results.collect.cells import STACK_FIELDS
 from servesweep.results.report.gpu_views import link_rows
@@ -98,15 +107,16 @@ def boot_costs(cells: list[CellRecord], variants: list[str]) -> list[dict]:
     rows = []
     for key in sorted(by, key=lambda k: (k[0], k[1], order.get(k[2], 99))):
         boots = by[key]
-        d = describe([c.get("boot_s") for c in boots if c.get("boot_s") is not None])
-        facts = [c.get("boot_facts") or {} for c in boots]
+        reads = [CellRead.of(c) for c in boots]
+        d = describe([c.boot_s for c in reads if c.boot_s is not None])
+        facts = [c.boot_facts or {} for c in reads]
         capture = describe([f["graph_capture_s"] for f in facts if "graph_capture_s" in f])
         kv = ordered(int(f["kv_cache_tokens"]) for f in facts if "kv_cache_tokens" in f)
         rows.append(
             {
                 "where": " / ".join(key),
                 "boots": len(boots),
-                "ok": sum(c.get("status") == "ok" for c in boots),
+                "ok": sum(c.status == "ok" for c in reads),
                 "boot": _mean_pm(d),
                 "capture": MISSING if not capture.n else f"{capture.mean:.1f}",
                 "kv_tokens": ", ".join(f"{k:,}" for k in kv) or "—",
@@ -117,15 +127,16 @@ def boot_costs(cells: list[CellRecord], variants: list[str]) -> list[dict]:
 
 
 def _repeat(cell: CellRecord) -> int:
-    return int(cell.get("repeat") or 0)
+    return int(CellRead.of(cell).repeat or 0)
 
 
 def _boot_line(cell: CellRecord) -> str:
     """One boot, so that a first boot's cold compile is never averaged out of sight:
     `r0 146.2 s (compile 24.6 s, cache miss; init 57.7 s)`."""
-    f = cell.get("boot_facts") or {}
-    boot = cell.get("boot_s")
-    head = f"r{_repeat(cell)} " + (f"{boot:.1f} s" if boot is not None else str(cell.get("status")))
+    c = CellRead.of(cell)
+    f = c.boot_facts or {}
+    boot = c.boot_s
+    head = f"r{_repeat(cell)} " + (f"{boot:.1f} s" if boot is not None else str(c.status))
     parts = []
     if "compile_s" in f:
         parts.append(f"compile {f['compile_s']:.1f} s")
@@ -145,17 +156,17 @@ def _mean_pm(d) -> str:
 def validity_rows(df: pd.DataFrame) -> list[dict]:
     """Every measured level kept out of verdicts, and why; and every recomputed one."""
     rows = []
-    for r in df[df["level"].notna()].to_dict("records"):
-        reasons = r.get("invalid_reasons")
-        recomputed = r.get("recomputed_from")
-        if r.get("status") == "not_run" or not (isinstance(reasons, str) or pd.notna(recomputed)):
+    for row in df[df["level"].notna()].to_dict("records"):
+        r = SummaryRow.of(row)
+        reasons, recomputed = r.invalid_reasons, r.recomputed_from
+        if r.status == "not_run" or not (isinstance(reasons, str) or pd.notna(recomputed)):
             continue
         rows.append(
             {
-                "where": where(r),
-                "boot": f"r{int(r['repeat'])}",
-                "level": parse_value(r["level"]),
-                "in_boot": int(r["in_boot"]) if pd.notna(r.get("in_boot")) else 0,
+                "where": where(row),
+                "boot": f"r{int(row['repeat'])}",
+                "level": parse_value(row["level"]),
+                "in_boot": int(r.in_boot) if pd.notna(r.in_boot) else 0,
                 "reasons": reasons if isinstance(reasons, str) else "",
                 "recomputed": f"from metrics v{recomputed}" if pd.notna(recomputed) else "",
             }
@@ -178,9 +189,9 @@ def _gpus_text(gpus) -> str:
 def manifests(cells: list[CellRecord]) -> dict:
     stacks: dict[str, dict] = {}
     for c in cells:
-        stacks.setdefault(c["stack"], c.get("stack_manifest") or {})
+        stacks.setdefault(c["stack"], CellRead.of(c).stack_manifest or {})
     names = list(stacks)
-    status = [stacks[s].get("status") or "ok" for s in names]
+    status = [StackRead.of(stacks[s]).status or "ok" for s in names]
     rows = [{"field": "status", "values": status, "differs": len(set(status)) > 1}]
     for field in STACK_ROWS:
         vals = []
@@ -189,7 +200,7 @@ def manifests(cells: list[CellRecord]) -> dict:
             vals.append(_gpus_text(v) if field == "gpus" else fmt(v, 1))
         rows.append({"field": field, "values": vals, "differs": len(set(vals)) > 1})
     rows += link_rows(names, stacks, cells)
-    topo = [stacks[s].get("topology") or "—" for s in names]
+    topo = [StackRead.of(stacks[s]).topology or "—" for s in names]
     return {"stacks": names, "rows": rows, "topology": topo}
 
 
@@ -197,25 +208,26 @@ def failures(df: pd.DataFrame, cells: list[CellRecord]) -> list[dict]:
     """Failed boots (stage, cause, log tail), then failed levels a boot's own failure
     does not already cover (e.g. http_errors)."""
     out, seen = [], set()
-    for c in cells:
-        f = c.get("failure")
-        if c.get("status") != "failed" and not f:
+    for cell in cells:
+        c = CellRead.of(cell)
+        if c.status != "failed" and not c.failure:
             continue
-        f = f or {}
-        inherited = f.get("stage") in SETUP_STAGES  # its setup's log is shown once, above
+        f = FailureRead.of(c.failure)
+        inherited = f.stage in SETUP_STAGES  # its setup's log is shown once, above
         out.append(
             {
-                "where": where(c),
-                "boot": f"r{c.get('repeat', 0)}",
-                "stage": f.get("stage"),
-                "cause": f.get("cause"),
-                "level": f.get("level"),
-                "message": f.get("message"),
-                "log_tail": None if inherited else f.get("log_tail"),
+                "where": where(cell),
+                "boot": f"r{c.repeat}",
+                "stage": f.stage,
+                "cause": f.cause,
+                "level": f.level,
+                "message": f.message,
+                "log_tail": None if inherited else f.log_tail,
             }
         )
-        seen.add((*_key(c), c.get("repeat", 0), f.get("level")))
+        seen.add((*_key(cell), c.repeat, f.level))
     for r in df[df["status"] == "failed"].to_dict("records"):
+        read = SummaryRow.of(r)
         lv = parse_value(r["level"]) if pd.notna(r["level"]) else None
         if (*_key(r), int(r["repeat"]), lv) in seen:
             continue
@@ -224,9 +236,9 @@ def failures(df: pd.DataFrame, cells: list[CellRecord]) -> list[dict]:
                 "where": where(r),
                 "boot": f"r{int(r['repeat'])}",
                 "stage": "level",
-                "cause": r.get("cause") if pd.notna(r.get("cause")) else "unknown",
+                "cause": read.cause if pd.notna(read.cause) else "unknown",
                 "level": lv,
-                "message": f"errors: {r['errors']}" if pd.notna(r.get("errors")) else None,
+                "message": f"errors: {read.errors}" if pd.notna(read.errors) else None,
                 "log_tail": None,
             }
         )
@@ -239,19 +251,20 @@ def setup_failures(cells: list[CellRecord]) -> list[dict]:
     found: dict[tuple[str, str], dict] = {}
     for c in cells:
         for stage in SETUP_STAGES:
-            manifest = c.get(f"{stage}_manifest") or {}
-            if manifest.get("status") != "failed":
+            reader = StackRead if stage == "stack" else ModelRead
+            manifest = reader.of(getattr(CellRead.of(c), f"{stage}_manifest"))
+            if manifest.status != "failed":
                 continue
-            f = manifest.get("failure") or {}
+            f = FailureRead.of(manifest.failure)
             entry = found.setdefault(
                 (stage, c[stage]),
                 {
                     "stage": stage,
                     "name": c[stage],
-                    "cause": f.get("cause") or "unknown",
-                    "message": f.get("message") or "",
-                    "log_tail": f.get("log_tail"),
-                    "attempt": manifest.get("attempt", 0),
+                    "cause": f.cause or "unknown",
+                    "message": f.message or "",
+                    "log_tail": f.log_tail,
+                    "attempt": manifest.attempt,
                     "boots": 0,
                 },
             )
@@ -265,23 +278,23 @@ def gpu_rows(cells: list[CellRecord]) -> list[dict]:
     NVML."""
     rows = []
     for c in cells:
-        for lev in c.get("levels") or []:
-            gpu = lev.get("gpu") or {}
+        for lev in map(LevelRead.of, CellRead.of(c).levels or []):
+            gpu = lev.gpu or {}
             if not gpu.get("available"):
                 continue
-            kv = ((lev.get("server_peaks") or {}).get("peaks") or {}).get("kv_cache_usage")
+            kv = ((lev.server_peaks or {}).get("peaks") or {}).get("kv_cache_usage")
             for g in gpu.get("gpus") or []:
                 rows.append(
                     {
                         "where": where(c),
-                        "boot": f"r{c.get('repeat', 0)}",
-                        "level": lev.get("level"),
+                        "boot": f"r{CellRead.of(c).repeat}",
+                        "level": lev.level,
                         "gpu": f"{g.get('index')} {g.get('name') or ''}".strip(),
                         "mem_start": fmt(g.get("memory_used_start_mib"), 0),
                         "mem_peak": fmt(g.get("memory_used_peak_mib"), 0),
                         "power": fmt(g.get("power_mean_w")),
                         "energy": fmt(g.get("energy_j")),
-                        "j_per_token": fmt(lev.get("joules_per_output_token"), 3),
+                        "j_per_token": fmt(lev.joules_per_output_token, 3),
                         "kv_peak": fmt(100 * kv if kv is not None else None, 2),
                     }
                 )
@@ -293,10 +306,10 @@ def accept_lengths(cells: list[CellRecord]) -> dict[tuple[str, str, str, int], f
     engine's snapshot after each level (servesweep.server.engines.base.HEADLINE_KEYS)."""
     found: dict[tuple, list[float]] = {}
     for c in cells:
-        for lev in c.get("levels") or []:
-            after = (lev.get("server_after") or {}).get("headline") or {}
+        for lev in CellRead.of(c).levels or []:
+            after = (LevelRead.of(lev).server_after or {}).get("headline") or {}
             value = after.get("spec_accept_length")
-            if isinstance(value, int | float) and lev.get("status") == "ok":
+            if isinstance(value, int | float) and LevelRead.of(lev).status == "ok":
                 found.setdefault((*_key(c), lev["level"]), []).append(float(value))
     return {k: sum(v) / len(v) for k, v in found.items()}
 
@@ -315,24 +328,24 @@ def cell_views(cells: list[CellRecord], current: str) -> list[dict]:
         by.setdefault(_key(c), []).append(c)
     views = []
     for key, boots in by.items():
-        c = boots[0]
-        mm = c.get("model_manifest") or {}
-        files = mm.get("files") or []
+        c = CellRead.of(boots[0])
+        mm = ModelRead.of(c.model_manifest, model=c.model)
+        files = [FileRead.of(f) for f in mm.files or []]
         boot_rows = []
-        for b in sorted(boots, key=lambda b: b.get("repeat", 0)):
-            cv = b.get("client_version")
+        for b in sorted(map(CellRead.of, boots), key=lambda b: b.repeat):
+            cv = b.client_version
             directory = CELL_DIR.format(
-                stack=key[0], model=key[1], variant=key[2], repeat=b.get("repeat", 0)
+                stack=key[0], model=key[1], variant=key[2], repeat=b.repeat
             ).removeprefix("results/")
             boot_rows.append(
                 {
-                    "boot": f"r{b.get('repeat', 0)}",
-                    "status": b.get("status"),
+                    "boot": f"r{b.repeat}",
+                    "status": b.status,
                     "stale": cv is not None and str(cv) != str(current),
                     "client_version": cv,
-                    "spec_hash": b.get("spec_hash"),
-                    "ran": f"{b.get('started_at') or '—'} → {b.get('finished_at') or '—'}",
-                    "port": b.get("port"),
+                    "spec_hash": b.spec_hash,
+                    "ran": f"{b.started_at or '—'} → {b.finished_at or '—'}",
+                    "port": b.port,
                     "links": [
                         ("cell.json", f"{directory}/cell.json"),
                         ("levels", f"{directory}/levels/"),
@@ -340,26 +353,24 @@ def cell_views(cells: list[CellRecord], current: str) -> list[dict]:
                     ],
                 }
             )
-        source = json.dumps(mm.get("source"), sort_keys=True) if mm.get("source") else "—"
+        source = json.dumps(mm.source, sort_keys=True) if mm.source else "—"
         views.append(
             {
                 "where": " / ".join(key),
-                "engine": c.get("engine"),
-                "command_str": c.get("command_str")
-                or " ".join(map(str, c.get("command") or []))
+                "engine": c.engine,
+                "command_str": c.command_str
+                or " ".join(map(str, c.command or []))
                 or "(not launched)",
-                "env": sorted((c.get("env") or {}).items()),
+                "env": sorted((c.env or {}).items()),
                 "boots": boot_rows,
                 "model": {
-                    "name": mm.get("model", c["model"]),
+                    "name": mm.model,
                     "source": source,
-                    "path": mm.get("path"),
-                    "synthetic": bool(mm.get("synthetic")),
+                    "path": mm.path,
+                    "synthetic": bool(mm.synthetic),
                     "n_files": len(files),
-                    "total_bytes": fmt_bytes(mm.get("total_bytes")),
-                    "files": [
-                        (f.get("path"), fmt_bytes(f.get("size")), f.get("sha256")) for f in files
-                    ],
+                    "total_bytes": fmt_bytes(mm.total_bytes),
+                    "files": [(f.path, fmt_bytes(f.size), f.sha256) for f in files],
                 },
             }
         )

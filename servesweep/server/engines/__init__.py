@@ -28,7 +28,7 @@ def get_engine(name: str, options: dict | None = None) -> Engine:
 
 def launch_command(spec: CellSpec, python: str, model_path: str, port) -> list[str]:
     """The argv that starts a cell's server: what run_cell launches and the plan shows."""
-    engine = get_engine(spec["engine"], spec.get("engine_options"))
+    engine = get_engine(spec["engine"], spec["engine_options"])
     return engine.command(
         python=python,
         model_path=model_path,
@@ -41,7 +41,7 @@ def launch_command(spec: CellSpec, python: str, model_path: str, port) -> list[s
 
 def launch_env(spec: CellSpec) -> dict[str, str]:
     """The variables a cell's server gets on top of the job's own environment."""
-    return get_engine(spec["engine"], spec.get("engine_options")).env(spec["env"])
+    return get_engine(spec["engine"], spec["engine_options"]).env(spec["env"])
 
 
 __all__ = ["ENGINES", "Engine", "flags_to_args", "get_engine", "launch_command", "launch_env"]

@@ -179,3 +179,19 @@ def test_missing_cell_json_names_the_file(tmp_path):
     missing = tmp_path / "nope" / "cell.json"
     with pytest.raises(ValueError, match="nope"):
         collect([missing], tmp_path / "summary.csv")
+
+
+def test_the_readers_give_older_records_their_defaults():
+    from servesweep.records import CellRead, LevelRead, ModelRead, SummaryRow
+
+    old = {"stack": "s", "model": "m", "variant": "v", "status": "ok", "unknown": 1}
+    cell = CellRead.of(old)
+    assert (cell.repeat, cell.attempt, cell.boot_facts, cell.levels) == (0, 0, None, None)
+    assert not hasattr(cell, "unknown") and CellRead.of(old, levels=[]).levels == []
+    level = LevelRead.of({"level": 4, "status": "ok", "metrics_version": None})
+    assert (level.in_boot, level.metrics_version, level.valid) == (0, None, None)
+    assert LevelRead.of({"level": 4}).metrics_version == "0"  # before metrics had versions
+    assert ModelRead.of(None, model="m").model == "m"  # no manifest: the cell's model
+    assert ModelRead.of({"model": "x"}, model="m").model == "x"  # what is written wins
+    row = SummaryRow.of(pd.Series({"stack": "s", "repeat": 1, "valid": True}))
+    assert (row.repeat, row.valid, row.invalid_reasons) == (1, True, None)
