@@ -495,6 +495,8 @@ TRIED = {
     "margin 5 % (margin_pct: 5)": {"margin_pct": 5},
     "cap 11 (boots.max: 11)": {"boots_max": 11},
     "cap 30 (boots.max: 30)": {"boots_max": 30},
+    "δ 5 % (min_effect_pct: 5)": {"min_effect_pct": 5},
+    "α 0.10 a round (alpha: 0.1)": {"alpha": 0.1},
 }
 TRIED_SCENARIOS = ("cv2", "cv5", "first-boot")
 
