@@ -26,6 +26,8 @@ H200_EXAMPLE = "h200-transformers.yaml"
 H200_RATE_EXAMPLE = "h200-rate-slo.yaml"
 # Real SGLang 0.5.17 on the lent H200 (benchmarks/gpu/run.sh sglang; docs/sglang-h200.md).
 H200_SGLANG_EXAMPLE = "h200-sglang.yaml"
+# A hunt on real vLLM on the H200 (not yet run there).
+H200_VLLM_HUNT = "h200-vllm-hunt.yaml"
 
 
 def test_the_examples_are_shipped():
@@ -38,8 +40,21 @@ def test_the_examples_are_shipped():
         "cpu-rate-slo.yaml",
         "h200-vllm.yaml",
         H200_SGLANG_EXAMPLE,
+        H200_VLLM_HUNT,
         "cpu-hunt.yaml",
     }
+
+
+def test_the_vllm_hunt_leaves_first_boots_out_and_fits_its_budget():
+    """vLLM compiles on first use: every configuration's r0 is uncounted from the start,
+    so round 1's first stage is 2 counted boots and the first of each of its 9
+    configurations; the budget lets that round start at its worst and never more."""
+    spec = load_file(ROOT / "config" / "examples" / H200_VLLM_HUNT).hunt.spec
+    assert spec.compiles_on_first_use and spec.first_boot == "auto"
+    first = replay(spec, {})
+    assert not first.done and len(first.needed) == 9 * 3
+    assert {k.boot for k in first.needed} == {0, 1, 2}
+    assert worst_case(spec).boots > spec.budget_boots == 80
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
