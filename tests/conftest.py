@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -13,6 +14,12 @@ from fixtures.engine_sweep import EngineSweep, run_engine_sweep
 from fixtures.paths import ROOT
 
 sys.path.insert(0, str(ROOT))
+
+# Ctrl-C as a terminal sends it: a suite started in the background (`cmd &` in a script,
+# some CI runners) inherits SIGINT ignored, and so would every Snakemake and server it
+# starts, so the tests that interrupt a run with SIGINT would test nothing (seen: a hunt
+# that ran on through its "Ctrl-C"). A handler here is reset to the default in each child.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Built stacks and models are reused across test sessions (CI builds them once).
 CACHE = Path(os.environ.get("SERVESWEEP_TEST_CACHE", ROOT / ".cache" / "tests"))
