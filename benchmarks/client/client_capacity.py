@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.support import SUPPORT
+from benchmarks.support import SUPPORT, stop
 from benchmarks.support.record import write_result
 from servesweep.bench import client as ours
 from servesweep.level import Level
@@ -65,12 +65,7 @@ class Stub:
         return cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
 
 
 def model_dir(given: str | None) -> Path:

@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.support import SUPPORT
+from benchmarks.support import SUPPORT, stop
 from benchmarks.support.record import write_result
 from servesweep.bench.client import ClientSettings, probe_generation, run_level
 from servesweep.level import Level
@@ -76,12 +76,7 @@ class Proxy:
         self.url = f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
 
 
 def model_dir(given: str | None) -> Path:

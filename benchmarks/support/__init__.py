@@ -9,8 +9,20 @@ The scripted test server and the verdict simulator are the test suite's own
 benchmarks import those same files, so a benchmark and the unit test that guards it run one
 implementation."""
 
+import subprocess
 from pathlib import Path
 
 SUPPORT = Path(__file__).resolve().parent
 ROOT = SUPPORT.parents[1]  # the repo root
 RESULTS = ROOT / "benchmarks" / "results"
+
+
+def stop(proc: subprocess.Popen, grace_s: float = 10) -> None:
+    """End a helper process the benchmark started (by its handle): SIGTERM, then SIGKILL
+    after `grace_s`."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

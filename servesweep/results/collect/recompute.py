@@ -72,7 +72,8 @@ def recompute(
         clock_origin_ns=read.clock_origin_ns,
     )
     out = {**fresh, **{k: summary[k] for k in MEASURED_FIELDS + FATE_FIELDS if k in summary}}
-    energy, tokens = LevelRead.of(out).energy_j, LevelRead.of(out).total_output_tokens
+    kept = LevelRead.of(out)
+    energy, tokens = kept.energy_j, kept.total_output_tokens
     out["joules_per_output_token"] = energy / tokens if energy is not None and tokens else None
     out["recomputed_from"] = str(read.metrics_version)
     return out
