@@ -84,7 +84,9 @@ def outlook_lines(sweep: Sweep, state: hstate.HuntState) -> list[str]:
     arms = max(len(state.rounds[-1].arms) if state.rounds else len(s.candidates), 1)
     cells = []
     for cv in (2, 5, 10):
-        _, plan = hs.round_design(s, arms, math.log1p((cv / 100) ** 2), 0.0)
+        # as the round will be sized: on a pool of PLAN_DF df at its first look
+        variance = math.log1p((cv / 100) ** 2)
+        _, plan = hs.round_design(s, arms, variance, float(PLAN_DF), s.boots_min)
         cells.append(f"{plan.needed} at CV {cv} % (power {hs.power_of(s, plan):.2f})")
     return [
         f"power (round {k}, {arms} arms): sized once the boots' pooled scatter has "

@@ -331,3 +331,25 @@ def test_a_host_whose_boots_scatter_30_percent_still_decides_every_round():
             found.append(plan.min_effect_pct)
     assert len(found) >= 10 and max(found) > 100
     assert sum(run(spec, truth, Noise(0.30), s).state.incumbent == ("cb",) for s in range(20)) >= 15
+
+
+def test_the_plans_power_line_before_round_1_is_what_round_1_then_asks_for():
+    """Before any boot, the plan states the boots a side δ needs at a boot CV of 2 %
+    (`hunt_run.plan.outlook_lines`); round 1, simulated at that CV, sizes itself on the
+    scatter it measures: the median of what it asks for agrees with the statement (it
+    said 72 here where the rounds asked for 7-10: it was sized as if the pool had no df)."""
+    import re
+    import statistics
+    from types import SimpleNamespace
+
+    from servesweep.hunt_run.plan import outlook_lines
+
+    nulls = {f"n{i}": {"flags": {f"n{i}": True}} for i in range(5)}
+    spec = make_spec(nulls, min_effect_pct=5, boots_min=2, boots_max=40, ablate=False)
+    line = outlook_lines(SimpleNamespace(hunt=SimpleNamespace(spec=spec)), replay(spec, {}))[0]
+    stated = int(re.search(r"(\d+) at CV 2 %", line).group(1))
+    truth = Truth(BASE, {n: 1.0 for n in nulls})
+    asked = [run(spec, truth, Noise(0.02), seed).state.rounds[0].plan for seed in range(15)]
+    asked = [p.needed for p in asked if p is not None]
+    assert len(asked) >= 10
+    assert abs(statistics.median(asked) - stated) <= 0.3 * stated, (stated, asked)
