@@ -42,6 +42,7 @@ def test_the_examples_are_shipped():
         H200_SGLANG_EXAMPLE,
         H200_VLLM_HUNT,
         "cpu-hunt.yaml",
+        "h200-sglang-noise.yaml",
     }
 
 
@@ -144,6 +145,30 @@ def test_h200_sglang_example_is_the_seeds_single_gpu_tries():
         assert spec["gpus"] == 1 and spec["env"] == {}
     # Speculative decoding must give the baseline's answers: the correctness pass checks.
     assert sweep.must_match("ngram-spec") and not sweep.must_match("cuda-graph-bs128")
+
+
+def test_h200_sglang_noise_example_splits_boot_and_in_boot_scatter():
+    # The noise measurement: the same stack, model, workload and launch lines as the
+    # SGLang example, its baseline and its TP-1 no-op only, three boots of three in-boot
+    # measurements at 1, 10 and 256 streams, and 256 sent in two waves (a steady window).
+    sweep = load_file(ROOT / "config" / "examples" / "h200-sglang-noise.yaml")
+    full = load_file(ROOT / "config" / "examples" / H200_SGLANG_EXAMPLE)
+    assert list(sweep.variants) == ["baseline", "no-custom-ar"]
+    assert sweep.repeats == 3 and sweep.benchmark["repeats_in_boot"] == 3
+    assert sweep.benchmark["levels"] == [1, 10, 256]
+    assert sweep.models == full.models and sweep.stacks == full.stacks
+    assert sweep.benchmark["workload"] == full.benchmark["workload"]
+    for stack, model, variant in sweep.cells:
+        assert (
+            sweep.spec(stack, model, variant)["command"]
+            == full.spec(stack, model, variant)["command"]
+        )
+    prompts = sweep.benchmark["num_prompts"]
+    assert [max(prompts["min"], round(prompts["per_level"] * lv)) for lv in (1, 10, 256)] == [
+        64,
+        64,
+        512,
+    ]
 
 
 def requirement_pins(path: Path) -> dict[str, str]:
