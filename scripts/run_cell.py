@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 from servesweep.joblog import job_logger  # noqa: E402
 from servesweep.run.cell import run_cell  # noqa: E402
 from servesweep.run.scheduler import job_deadline  # noqa: E402
+from servesweep.server.procs import end_with_parent  # noqa: E402
 from servesweep.sweep.config import load, spec_from_json  # noqa: E402
 from servesweep.sweep.layout import Paths  # noqa: E402
 
@@ -24,6 +25,8 @@ def _terminate(signum, frame):
 
 
 signal.signal(signal.SIGTERM, _terminate)
+# Snakemake SIGKILLed (or a SLURM step's parent gone): end as on SIGTERM, no boot left.
+end_with_parent()
 
 sm = snakemake  # noqa: F821
 sweep = load(sm.config)
