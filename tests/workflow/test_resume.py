@@ -92,9 +92,10 @@ def pack(workdir, out):
     return done.stdout
 
 
-def move_and_resume(tmp_path, cfg, done: list[str], total: int):
+def move_and_resume(tmp_path, cfg, done: list[str], total: int | None):
     """Pack `here`, unpack in a fresh directory elsewhere, resume there with the same
-    command; check that exactly the missing boots ran; return the new directory."""
+    command; check that exactly the missing boots ran (`total` boots in all; None: as
+    many as the sweep ends with, a hunt's); return the new directory."""
     here, elsewhere = tmp_path / "here", tmp_path / "other" / "clone"
     elsewhere.mkdir(parents=True)
     started = {p: json.loads((here / p).read_text())["started_at"] for p in done}
@@ -113,9 +114,10 @@ def move_and_resume(tmp_path, cfg, done: list[str], total: int):
         elsewhere, "results/report.html", "--cores", "1", "--configfile", write(elsewhere, cfg)
     )
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    ran = {f"{CELLS}/{w['variant']}/r{w['repeat']}/cell.json" for w in jobs_run(resumed)}
-    assert len(ran) == total - len(done), sorted(ran)
-    assert not ran & set(done)  # none rerun
+    ran = [f"{CELLS}/{w['variant']}/r{w['repeat']}/cell.json" for w in jobs_run(resumed)]
+    total = total or len(finished(elsewhere))
+    assert len(ran) == len(set(ran)) == total - len(done), sorted(ran)
+    assert not set(ran) & set(done)  # none rerun
     for path, when in started.items():
         assert json.loads((elsewhere / path).read_text())["started_at"] == when
     assert len(finished(elsewhere)) == total
@@ -163,3 +165,38 @@ def test_a_sweep_whose_snakemake_is_sigkilled_leaves_nothing_and_resumes(tmp_pat
     assert done == [f"{CELLS}/baseline/r0/cell.json"]
     assert (here / CELLS / "v1" / "r0" / "levels").exists()  # what it measured before
     move_and_resume(tmp_path, cfg, done, 2)
+
+
+def hunt_config():
+    """A hunt of one clear winner, 2 boots a side: round 1 (4 boots), then its confirm."""
+    start = {"greedy": True, "gap-ms": 40, "scatter-cv": 0.03, "seed": 7, "boot-s": 0.2}
+    return config(
+        {"baseline": {"flags": start}},
+        levels=(4,),
+        min_prompts=8,
+        correctness={"prompts": 2, "max_tokens": 4},
+        hunt={
+            "start": "baseline",
+            "candidates": {"fast": {"env": {"FAULT_BOOST_A": "3.0"}}},
+            "min_effect_pct": 5,
+            "boots": {"min": 2, "max": 2},
+            "budget": {"boot_minutes": 0.1},
+            "ablate": False,
+        },
+    )
+
+
+def test_a_hunt_stopped_mid_round_moves_and_asks_exactly_for_what_is_missing(tmp_path):
+    here = tmp_path / "here"
+    here.mkdir()
+    cfg = hunt_config()
+    assert stop_after(here, write(here, cfg), 2, "SIGTERM-tree") < 20
+    done = finished(here)
+    assert len(done) == 2 and not (here / "results/hunt/hunt.json").exists()
+    steps = sorted(p.name for p in (here / "results/hunt/steps").glob("s*.json"))
+    assert steps == ["s0.json"]  # round 1's first step needs its 4 boots
+    elsewhere = move_and_resume(tmp_path, cfg, done, None)
+    hunt = json.loads((elsewhere / "results/hunt/hunt.json").read_text())
+    assert hunt["incumbent"] == ["fast"]
+    assert sorted(hunt["cells"]) == finished(elsewhere)
+    assert hunt["spent"]["boots"] == len(finished(elsewhere))
