@@ -124,7 +124,8 @@ def cell_state(
         return "stale", KEEP, f"{why}; not rerun by itself: delete its cell.json to measure again"
     state, action, why = _kept(prev, failed, where, retries)
     if inputs_missing:
-        why += f"; kept while {' and '.join(inputs_missing)} is rebuilt (compared then)"
+        verb = "is" if len(inputs_missing) == 1 else "are"
+        why += f"; kept while {' and '.join(inputs_missing)} {verb} rebuilt (compared then)"
     return state, action, why
 
 

@@ -188,7 +188,7 @@ def test_a_missing_manifest_keeps_a_measured_cell(tmp_path):
     write(paths, record(sweep, "baseline"))
     base = plan_sweep(sweep, paths)[0]
     assert (base.state, base.action) == ("current", "keep")
-    assert "kept while stack box's manifest and model m's manifest is rebuilt" in base.why
+    assert "kept while stack box's manifest and model m's manifest are rebuilt" in base.why
 
 
 def test_a_failed_setup_is_set_up_again_and_its_cells_after_it(tmp_path):
