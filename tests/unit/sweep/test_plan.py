@@ -182,7 +182,7 @@ def test_an_older_client_is_stale_but_not_rerun_by_itself():
 
 def test_a_missing_manifest_keeps_a_measured_cell(tmp_path):
     # results/ moved to a fresh clone: resources/ is built again, and the boot stands
-    # unless the rebuilt stack or model differs (tests/unit/sweep/test_resume.py).
+    # unless the rebuilt stack or model differs (tests/unit/sweep/test_standing.py).
     sweep = load(sweep_config())
     paths = Paths(tmp_path)
     write(paths, record(sweep, "baseline"))
