@@ -2,8 +2,8 @@
 # (docs/design.md §3). Boots of all cells interleave (priority), r0 of every cell first.
 rule run_cell:
     input:
-        stack="resources/stacks/{stack}/manifest.json",
-        model="resources/models/{model}/manifest.json",
+        # The manifests, ancient while the boot stands for them (docs/design.md §3).
+        unpack(cell_inputs),
     output:
         cell="results/cells/{stack}/{model}/{variant}/r{repeat}/cell.json",
         levels=directory("results/cells/{stack}/{model}/{variant}/r{repeat}/levels"),

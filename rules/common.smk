@@ -17,6 +17,7 @@ from servesweep.sweep.config import (
     spec_json,
 )
 from servesweep.sweep.layout import Paths
+from servesweep.sweep import resume
 from servesweep.sweep.plan import state_digest
 from servesweep.sweep.sweep_file import sweep_in_force
 
@@ -96,6 +97,22 @@ def cell_attempt(wildcards):
             wildcards.stack, wildcards.model, wildcards.variant, int(wildcards.repeat)
         )
     )
+
+
+def cell_inputs(wildcards):
+    # A finished boot that stands for its resources (same identity) is not rerun because
+    # they were rebuilt: servesweep/sweep/resume.py.
+    inputs = resume.cell_inputs(
+        SWEEP,
+        PATHS,
+        wildcards.stack,
+        wildcards.model,
+        wildcards.variant,
+        int(wildcards.repeat),
+    )
+    return {
+        name: ancient(path) if old else path for name, (path, old) in inputs.items()
+    }
 
 
 def cell_gpus(wildcards):

@@ -23,6 +23,7 @@ with job_logger(sm.log[0]) as log:
         attempt,
         identity={"model": name, "source": source},
         log=log,
+        config=source,
     )
     if manifest["status"] == "ok":
         log(

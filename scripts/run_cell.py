@@ -11,7 +11,9 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 from servesweep.joblog import job_logger  # noqa: E402
 from servesweep.run.cell import run_cell  # noqa: E402
 from servesweep.run.scheduler import job_deadline  # noqa: E402
+from servesweep.server.procs import end_with_parent  # noqa: E402
 from servesweep.sweep.config import load, spec_from_json  # noqa: E402
+from servesweep.sweep.layout import Paths  # noqa: E402
 
 STARTED = time.time()
 
@@ -23,14 +25,18 @@ def _terminate(signum, frame):
 
 
 signal.signal(signal.SIGTERM, _terminate)
+# Snakemake SIGKILLed (or a SLURM step's parent gone): end as on SIGTERM, no boot left.
+end_with_parent()
 
 sm = snakemake  # noqa: F821
 sweep = load(sm.config)
+# By layout, not sm.input: a boot that stands for its manifests may take none as inputs.
+paths = Paths(Path("."))
 with job_logger(sm.log.job) as log:
     run_cell(
         spec=spec_from_json(sm.params.spec),
-        stack_manifest=json.loads(Path(sm.input.stack).read_text()),
-        model_manifest=json.loads(Path(sm.input.model).read_text()),
+        stack_manifest=json.loads(paths.stack_manifest(sm.wildcards.stack).read_text()),
+        model_manifest=json.loads(paths.model_manifest(sm.wildcards.model).read_text()),
         out_dir=Path(sm.output.cell).parent,
         server_log=Path(sm.log.server),
         log=log,

@@ -23,4 +23,5 @@ with job_logger(sm.log[0]) as log:
         attempt,
         identity={"stack": name, "kind": stack.get("kind")},
         log=log,
+        config=stack,
     )

@@ -72,6 +72,13 @@ class StackColumns(TypedDict, total=False):
     build_s: float
 
 
+class ResourceIdentity(TypedDict):
+    """What a stack or model is (servesweep.resources.identity): 12-hex hashes."""
+
+    spec: str  # the sweep file's entry, with its spec file's content
+    content: str | None  # what the build gave; None for a failed setup
+
+
 class StackManifest(StackColumns, total=False):
     """resources/stacks/{stack}/manifest.json (servesweep.resources.stacks, probed from inside):
     the columns above, then these (summary.csv appends the ones a manifest has after them).
@@ -96,6 +103,7 @@ class StackManifest(StackColumns, total=False):
     container_image: str
     container_image_id: str | None
     python_inside: str | None
+    identity: ResourceIdentity
 
 
 class ModelFile(TypedDict):
@@ -122,6 +130,7 @@ class ModelManifest(TypedDict, total=False):
     built_s: float
     synthetic_params: dict
     tokenizer_corpus: dict
+    identity: ResourceIdentity
 
 
 class Failure(TypedDict):

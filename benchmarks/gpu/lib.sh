@@ -12,7 +12,10 @@
 #   wheels_join W                  the parts in W joined and checked, the wheels in W/whl
 #   wheels_install W SITE          pip install --no-index --no-deps --target SITE
 #   stack_python PATH SITE VAR=V.. an interpreter (the image's python3, SITE in front)
-#   results_pack RUN OUT           RUN's results/ into OUT: records, request records apart
+#   results_pack RUN OUT           RUN's results/ into OUT: records, request records apart,
+#                                  and sweep.tar.xz (sweep_pack)
+#   sweep_pack RUN OUT             OUT/sweep.tar.xz: what a later slot resumes from
+#   sweep_resume ARCHIVE RUN       unpack a carried sweep archive into RUN
 #   wait_pid PID DEADLINE_S        wait for PID, at most until DEADLINE_S (seconds from now)
 #
 # Every function prints one line saying what failed, and returns non-zero, on failure.
@@ -307,7 +310,34 @@ results_pack() {
   if [ -d "$run/parity" ]; then
     (cd "$run" && tar -cf - parity 2>/dev/null | xz -3 -T4 >"$out/parity.tar.xz")
   fi
+  sweep_pack "$run" "$out"
   return 0
+}
+
+# sweep_pack RUN OUT: OUT/sweep.tar.xz, what a later slot resumes from (every finished boot,
+# request records included, and the hunt's steps: python -m servesweep.results.archive),
+# when it is under 16 MiB (the most one file a call brings back).
+sweep_pack() {
+  local run=$1 out
+  out=$(cd "$2" && pwd) || return 1
+  (cd "$run" && "${PY:-python3}" -m servesweep.results.archive pack --out "$out/sweep.tar.xz") ||
+    gpu_fail "sweep_pack: could not pack $run/results" || return 1
+  if [ "$(stat -c %s "$out/sweep.tar.xz")" -gt $((16 * 1024 * 1024)) ]; then
+    echo "sweep archive: $(du -m "$out/sweep.tar.xz" | cut -f1) MiB, over 16 MiB: not brought back"
+    rm -f "$out/sweep.tar.xz"
+  fi
+  return 0
+}
+
+# sweep_resume ARCHIVE RUN: a sweep archive a call carried, unpacked into RUN (its results/),
+# so that the same Snakemake target runs only the boots it lacks.
+sweep_resume() {
+  local archive=$1 run=$2
+  [ -f "$archive" ] || gpu_fail "sweep_resume: no archive at $archive (carry it in .devtree/resume/)" ||
+    return 1
+  archive=$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")
+  (cd "$run" && "${PY:-python3}" -m servesweep.results.archive unpack "$archive") ||
+    gpu_fail "sweep_resume: could not unpack $archive" || return 1
 }
 
 # pid_alive PID: it runs (a zombie, ended but not yet reaped by its parent, does not).

@@ -7,13 +7,16 @@
 #
 # Steps, in the order given (each rerunnable: Snakemake reruns only what is missing):
 #   setup    join, check and install the wheels (benchmarks/gpu/setup.sh; always sourced)
+#   resume   unpack a sweep archive an earlier slot brought back (sweep.tar.xz from
+#            wait.sh or pack), carried in .devtree/resume/ (RESUME_ARCHIVE: another path);
+#            the steps after it run only the boots it lacks
 #   plan     results/plan.txt and plan.json: what the sweep will launch
 #   first    every cell's first boot (r0)
 #   sweep    the rest (config/examples/h200-ENGINE.yaml), results/report.html, the plan
 #   parity   benchmarks/gpu/ENGINE_parity.py run into parity/ (PARITY_ARGS: more arguments)
 #   probe    vLLM only: the sweep's prompts chunk by chunk (vllm_stream_probe.py)
-#   pack     OUT/results.tar.xz, requests.tar.xz, parity.tar.xz (lib.sh results_pack) and
-#            OUT/gpu.txt: nvidia-smi after (no compute process is expected)
+#   pack     OUT/results.tar.xz, requests.tar.xz, parity.tar.xz, sweep.tar.xz (lib.sh
+#            results_pack) and OUT/gpu.txt: nvidia-smi after (no compute process expected)
 # Everything printed also goes to OUT/run.log. STEP_TIMEOUT=S stops a Snakemake step after
 # S seconds with SIGINT (running cells tear their servers down; what finished stays).
 set -u -o pipefail
@@ -45,6 +48,7 @@ for step in "$@"; do
   gpu_log_step "step $step"
   case $step in
     setup) ;;
+    resume) sweep_resume "${RESUME_ARCHIVE:-resume/sweep.tar.xz}" . || exit 1 ;;
     plan) sm results/plan.txt ;;
     # shellcheck disable=SC2046
     first) sm $(first_boots) ;;

@@ -2,7 +2,8 @@
 # A waiting call on the lent H200: waits for start.sh's job (/tmp/ss.pid) at most WAIT_S
 # seconds (keep it well inside the call's limit: a call that outruns its limit brings
 # nothing back), then copies what the job has so far into the device tool's $OUT:
-# results.tar.xz, requests.tar.xz, parity.tar.xz (lib.sh results_pack), run.log, gpu.txt.
+# results.tar.xz, requests.tar.xz, parity.tar.xz, sweep.tar.xz (lib.sh results_pack: the
+# archive a later slot resumes from, run.sh's `resume`), run.log, gpu.txt.
 #
 #   bash /tmp/ss/benchmarks/gpu/wait.sh ENGINE WAIT_S
 #

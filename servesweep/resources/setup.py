@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from servesweep.jsonfile import read_json, utc_now, write_json
+from servesweep.resources.identity import identity as resource_identity
 from servesweep.server.failures import log_tail
 
 # Why a setup failed: stage `stack` or `model`, and one of these causes.
@@ -79,10 +80,13 @@ def run_setup(
     attempt: int = 0,
     identity: dict | None = None,
     log=print,
+    config: dict | None = None,
 ) -> dict:
     """Run `build` (which writes dest/manifest.json); on a SetupError write a failed
-    manifest instead. Either way the manifest carries `status` and `attempt`. `identity`
-    names the stack or model in a failed manifest (`stack`/`kind`, `model`/`source`)."""
+    manifest instead. Either way the manifest carries `status`, `attempt` and, given the
+    sweep file's entry (`config`), its `identity` (servesweep.resources.identity). The
+    `identity` argument names the stack or model in a failed manifest (`stack`/`kind`,
+    `model`/`source`)."""
     start = time.monotonic()
     path = Path(dest) / "manifest.json"
     try:
@@ -105,6 +109,8 @@ def run_setup(
     else:
         manifest = {**manifest, "status": "ok"}
     manifest["attempt"] = attempt
+    if config is not None:
+        manifest["identity"] = resource_identity(config, manifest)
     Path(dest).mkdir(parents=True, exist_ok=True)
     write_json(path, manifest)
     return manifest

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -111,3 +112,21 @@ def end_processes(
             time.sleep(POLL_S)
             alive = left()
     return alive, escalated
+
+
+def end_with_parent(sig: int = signal.SIGTERM, poll_s: float = 0.5) -> threading.Thread:
+    """Send ourselves `sig` once the process that started us is gone (we are reparented),
+    so a job whose Snakemake was SIGKILLed unwinds through its own teardown instead of
+    finishing a boot nobody waits for (or idling, a SLURM job step's orphan). A poll, not
+    PR_SET_PDEATHSIG, which fires when the parent *thread* ends, and Snakemake starts
+    jobs from worker threads."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), sig)
+
+    thread = threading.Thread(target=watch, name="end-with-parent", daemon=True)
+    thread.start()
+    return thread

@@ -32,9 +32,11 @@ from servesweep.records import (
     StackRead,
     TeardownRead,
 )
+from servesweep.resources.identity import spec_identity
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
 from servesweep.server.engines import launch_command, launch_env
+from servesweep.sweep import resume
 from servesweep.sweep.config import Sweep, next_attempt, spec_hash
 from servesweep.sweep.layout import Paths
 
@@ -87,10 +89,14 @@ def cell_state(
     retries: dict,
     inputs_missing: list[str],
     setups_failed: list[str] = (),
+    resources_changed: tuple[list[str], bool] = ([], False),
 ) -> tuple[str, str, str]:
     """(state, action, why) of one cell, as Snakemake's rerun rule decides it. A stack or
     model whose setup failed is set up again first (servesweep.resources.setup), and its
-    cells after it."""
+    cells after it. `resources_changed`: why the boot no longer stands for its stack or
+    model (servesweep.sweep.resume) and whether Snakemake reruns it for that now (a
+    manifest newer than the boot, or its setup job running); a boot that stands is kept
+    while a missing manifest is built (it is compared once it is)."""
     if previous is None:
         return "new", RUN, "not measured yet"
     prev = CellRead.of(previous)
@@ -110,9 +116,21 @@ def cell_state(
     if setups_failed:
         state = "failed" if failed else "current"
         return state, RUN, f"{'; '.join(setups_failed)}: set up again first, then this cell"
+    changed, rerun = resources_changed
+    if changed:
+        why = "; ".join(changed)
+        if rerun:
+            return "stale", RUN, why
+        return "stale", KEEP, f"{why}; not rerun by itself: delete its cell.json to measure again"
+    state, action, why = _kept(prev, failed, where, retries)
     if inputs_missing:
-        state = "failed" if failed else "current"
-        return state, RUN, f"{' and '.join(inputs_missing)} missing: rebuilt first, then this cell"
+        verb = "is" if len(inputs_missing) == 1 else "are"
+        why += f"; kept while {' and '.join(inputs_missing)} {verb} rebuilt (compared then)"
+    return state, action, why
+
+
+def _kept(prev: CellRead, failed: bool, where: str, retries: dict) -> tuple[str, str, str]:
+    """A measured boot Snakemake keeps: failed for good, stale by its client, or current."""
     if failed:
         if not retries["failed_cells"]:
             return "failed", KEEP, f"{where}; final (retries.failed_cells is off)"
@@ -249,7 +267,13 @@ def plan_sweep(sweep: Sweep, paths: Paths, jobs: list | None = None) -> list[Pla
         previous = read_json(cell_json)
         attempt = next_attempt(cell_json, sweep.retries)
         state, action, why = cell_state(
-            previous, spec, attempt, sweep.retries, missing, setups_failed
+            previous,
+            spec,
+            attempt,
+            sweep.retries,
+            missing,
+            setups_failed,
+            resources_changed(sweep, paths, stack, model, previous, cell_json),
         )
         estimate, source = rates.estimate((stack, model, variant), spec)
         planned.append(
@@ -270,6 +294,29 @@ def plan_sweep(sweep: Sweep, paths: Paths, jobs: list | None = None) -> list[Pla
             )
         )
     return planned
+
+
+def resources_changed(
+    sweep: Sweep, paths: Paths, stack: str, model: str, previous: dict | None, cell_json
+) -> tuple[list[str], bool]:
+    """Why a boot no longer stands for its stack or model, and whether Snakemake reruns it
+    for that in this invocation: a changed manifest newer than the boot (its mtime trigger),
+    or one to be built (its setup job runs)."""
+    manifests = {"stack": paths.stack_manifest(stack), "model": paths.model_manifest(model)}
+    now = resume.standing(
+        previous,
+        {kind: read_json(path) for kind, path in manifests.items()},
+        {"stack": spec_identity(sweep.stacks[stack]), "model": spec_identity(sweep.models[model])},
+        {"stack": stack, "model": model},
+    )
+    if not now.changed:
+        return [], False
+    try:
+        measured = cell_json.stat().st_mtime
+        newer = any(p.exists() and p.stat().st_mtime > measured for p in manifests.values())
+    except OSError:
+        newer = True
+    return now.changed, newer or now.respec or bool(now.missing)
 
 
 def state_digest(sweep: Sweep, paths: Paths) -> str:

@@ -218,3 +218,31 @@ def test_what_travels_is_ignored_and_the_devtree_is_a_commit(tmp_path):
         text=True,
     )
     assert untracked.stdout == ""  # nothing of it travels unless a call carries it
+
+
+def test_a_waiting_call_brings_back_the_sweep_and_a_later_slot_resumes_from_it(tmp_path):
+    # The device's run copy (/tmp/ss): two finished boots and one cut mid-level.
+    run = tmp_path / "ss"
+    for variant, done in (("baseline", True), ("cb", True), ("eager", False)):
+        boot = run / "results" / "cells" / "s" / "m" / variant / "r0"
+        (boot / "levels").mkdir(parents=True)
+        (boot / "levels" / "L1_i0.requests.jsonl").write_text("{}\n")
+        if done:
+            (boot / "cell.json").write_text(f'{{"variant": "{variant}"}}\n')
+    out = tmp_path / "OUT"
+    r = sh(f"results_pack {run} {out}", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    archive = out / "sweep.tar.xz"
+    assert archive.is_file()
+    # The next slot: a fresh copy of the repo with the archive carried in resume/.
+    later = tmp_path / "later"
+    (later / "resume").mkdir(parents=True)
+    (later / "resume" / "sweep.tar.xz").write_bytes(archive.read_bytes())
+    r = sh(f"sweep_resume resume/sweep.tar.xz {later}", later)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cells = sorted(p.parent.name for p in (later / "results" / "cells").glob("*/*/*/r0"))
+    assert cells == ["baseline", "cb"]  # the cut boot is measured again there
+    assert (later / "results/cells/s/m/cb/r0/levels/L1_i0.requests.jsonl").is_file()
+    r = sh(f"sweep_resume resume/missing.tar.xz {later}", later)
+    assert r.returncode != 0 and "no archive at resume/missing.tar.xz" in r.stderr
+    assert "resume)" in (ROOT / "benchmarks" / "gpu" / "run.sh").read_text()

@@ -14,7 +14,7 @@ then SIGKILL after a grace period. Both are idempotent; nothing is killed by nam
 
 The node has the machine's real CPU count and memory (from `slurmd -C`), a count-only
 GRES `gpu` of type `fake` (dummy device nodes: there is no GPU here), no accounting (job
-status comes from squeue), `proctrack/linuxproc` and `task/none` (no cgroups needed).
+status comes from squeue), `proctrack/pgid` and `task/none` (no cgroups needed).
 
 Needs root and Debian's slurm-wlm and munge (`.ci/slurm-setup`). State, logs and spool
 live under $SERVESWEEP_SLURM_STATE (default /var/tmp/servesweep-slurm).
@@ -195,8 +195,10 @@ SlurmctldLogFile={STATE}/slurmctld.log
 SlurmdLogFile={STATE}/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-# Containers: no cgroups, no systemd. Processes are tracked by parentage.
-ProctrackType=proctrack/linuxproc
+# Containers: no cgroups, no systemd. Processes are tracked by their process group, which
+# a process keeps when its parent dies: by parentage (proctrack/linuxproc) a reparented
+# one (ppid 1) left the job, and an idle jobstep Snakemake outlived scancel by an hour.
+ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 # No accounting database: sacct fails, job status must come from squeue.

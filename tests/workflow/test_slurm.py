@@ -30,7 +30,7 @@ from fixtures.faults import (
     write,
 )
 from fixtures.paths import ROOT
-from fixtures.workflow import run_snakemake, snakemake_cmd
+from fixtures.workflow import processes_in, run_snakemake, snakemake_cmd
 
 from servesweep.server.procs import group_members
 
@@ -312,6 +312,9 @@ def test_scancel_of_a_running_cell_leaves_no_server_and_the_next_run_measures_it
     first = (tmp_path / "first.log").read_text()
     assert owner.returncode == 1, first[-3000:]  # keep-going: the rest ran, then it failed
     assert not fault_servers_running(tmp_path)
+    # Nothing of the cancelled job is left: not its server, not its jobstep Snakemake
+    # (under proctrack/linuxproc one outlived scancel, reparented to init).
+    wait_for(lambda: not processes_in(tmp_path), 30, "no process left in the sweep's dir")
     # SIGTERM to the job's processes, SIGKILL after KillWait (5 s here).
     assert gone_s < localslurm.KILL_WAIT_S + 10, f"server outlived scancel by {gone_s:.1f} s"
     assert job_info(jobid)["JobState"] == "CANCELLED"
@@ -361,6 +364,7 @@ def test_time_limit_ends_the_job_and_its_server(timed_out):
     assert info["JobState"] == "COMPLETED", info
     assert seconds(info["RunTime"]) <= 60 + 35 + localslurm.KILL_WAIT_S, info
     assert not fault_servers_running(workdir)
+    assert not processes_in(workdir)
     baseline = json.loads((workdir / "results/cells/test/tiny/baseline/r0/cell.json").read_text())
     assert baseline["status"] == "ok"
 
@@ -374,6 +378,33 @@ def test_time_limit_is_recorded_as_a_failed_cell(timed_out):
     assert job_info(jobid)["JobState"] == "COMPLETED"
     assert run.returncode == 0, tail(run)
     assert "time_limit" in (workdir / "results" / "report.html").read_text()
+
+
+def test_scancel_ends_a_process_that_left_the_jobs_process_tree(slurm_cluster, tmp_path):
+    # How the jobstep Snakemake outlived scancel: a process of the job whose parent died
+    # first is reparented (ppid 1) and, tracked by parentage, no longer part of the job.
+    # Tracked by process group (tests/cluster/localslurm.py), it is ended with the job.
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n( sleep 1234 & )\nsleep 1000\n")
+    script.chmod(0o755)
+    jobid = subprocess.run(
+        ["sbatch", "--parsable", "-D", str(tmp_path), "-o", str(tmp_path / "%j.out"), str(script)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=15,
+    ).stdout.strip()
+    try:
+        orphan = wait_for(
+            lambda: [p for p in processes_in(tmp_path) if "sleep 1234" in p], 30, "the orphan"
+        )
+        pid = int(orphan[0].split(":")[0])
+        assert Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[1] == "1"  # ppid
+        subprocess.run(["scancel", jobid], check=True, timeout=15)
+        wait_for(lambda: not processes_in(tmp_path), localslurm.KILL_WAIT_S + 20, "nothing left")
+    finally:
+        subprocess.run(["scancel", jobid], timeout=15)
+    wait_for(lambda: job_info(jobid)["JobState"] == "CANCELLED", 30, "the job cancelled")
 
 
 # --- a hunt ---------------------------------------------------------------------------
