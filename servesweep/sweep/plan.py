@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import read_json
-from servesweep.level import INF, level_key, levels_of, warmup_requests
+from servesweep.level import INF, level_key, levels_of
 from servesweep.records import (
     CellRead,
     CellRecord,
@@ -35,6 +35,7 @@ from servesweep.records import (
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
 from servesweep.server.engines import launch_command, launch_env
+from servesweep.sizing import warmup_requests
 from servesweep.sweep.config import Sweep, next_attempt, spec_hash
 from servesweep.sweep.layout import Paths
 
