@@ -62,6 +62,13 @@ def boot_values(sweep: Sweep, cell_json: Path, levels: list[Level], metric: str)
     return out
 
 
+def _sample(sweep: Sweep, paths: Paths, boots: dict, cell: tuple, levels, column: str) -> list:
+    """A cell's objective, levels × its boots measured so far."""
+    n = boots.get(_key(*cell), 0)
+    rows = [boot_values(sweep, paths.cell_json(*cell, r), levels, column) for r in range(n)]
+    return [[row[i] for row in rows] for i in range(len(levels))]
+
+
 def first_record(sweep: Sweep) -> dict:
     """Step 0: nothing measured; the first stage is every cell's `min` boots."""
     first = {_key(*cell): sweep.repeats for cell in sweep.cells}
@@ -84,14 +91,7 @@ def stage_record(sweep: Sweep, paths: Paths, step: int, previous: dict) -> dict:
         for model in sweep.models:
 
             def values(variant, stack=stack, model=model):
-                n = boots.get(_key(stack, model, variant), 0)
-                rows = [
-                    boot_values(
-                        sweep, paths.cell_json(stack, model, variant, r), levels, metric.column
-                    )
-                    for r in range(n)
-                ]
-                return [[row[i] for row in rows] for i in range(len(levels))]
+                return _sample(sweep, paths, boots, (stack, model, variant), levels, metric.column)
 
             others = [v for v in sweep.variants if v != baseline]
             stages = stage_decisions(
