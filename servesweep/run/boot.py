@@ -29,7 +29,7 @@ from servesweep.server.gpu_slots import GpuLease
 from servesweep.server.process import ServerProcess, port_is_free
 from servesweep.server.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.server.telemetry import GpuSampler, joules_per_token, visible_indices
-from servesweep.sizing import warmup_requests
+from servesweep.sizing import Precision, is_auto, warmup_requests
 from servesweep.sweep.layout import level_name
 from servesweep.workloads.base import load_tokenizer
 
@@ -298,6 +298,7 @@ class CellRun:
                 cutoff=self.cutoff,
                 schedule_s=schedule,
                 warmup_schedule_s=warmup_schedule,
+                precision=Precision.of(bench) if is_auto(bench) else None,
             )
         summary["in_boot"] = in_boot
         if probe:
