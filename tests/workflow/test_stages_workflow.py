@@ -1,8 +1,9 @@
-"""`benchmark.repeats: auto` through real Snakemake, as users run it: a planted large
-speed-up is decided at the first look on `min` boots, an unchanged variant gets boots (and
-the baseline beside it) until the cap, a rerun runs nothing, and a dry run shows the first
-stage's boots before anything is measured (the scripted fault server: known timings, a
-seeded boot-to-boot scatter)."""
+"""Staged `benchmark.repeats` and `num_prompts: auto` through real Snakemake, as users run
+them: a planted large speed-up is decided at the first look on `min` boots, an unchanged
+variant gets boots (and the baseline beside it) until the cap, every level stops sending
+when its throughput is precise enough and says so, a rerun runs nothing, and a dry run
+shows the first stage's boots before anything is measured (the scripted fault server:
+known timings, a seeded boot-to-boot scatter)."""
 
 import csv
 import json
@@ -25,6 +26,14 @@ def staged_config():
     }
     cfg = config(variants, levels=(1, 4))
     cfg["benchmark"]["repeats"] = {"min": 2, "max": 3, "stage": 1}
+    # Requests sized by precision too (servesweep/sizing.py): batches of 10, at least 3.
+    cfg["benchmark"]["num_prompts"] = "auto"
+    cfg["benchmark"]["precision"] = {
+        "rse_pct": 5,
+        "min_batches": 3,
+        "max_s": 5,
+        "max_requests": 300,
+    }
     cfg["correctness"] = False
     return cfg
 
@@ -57,6 +66,12 @@ def test_boots_are_added_only_where_the_verdict_is_open(tmp_path):
     last = json.loads((tmp_path / "results" / "stages" / "s2.json").read_text())
     assert last["done"] and last["decisions"]["test/tiny/fast"]["outcome"] == "faster"
     assert last["decisions"]["test/tiny/same"]["outcome"] in ("cap", "within margin")
+
+    summary = list(csv.DictReader(open(tmp_path / "results" / "summary.csv")))
+    assert len(summary) == 8 * 2 and {r["stop_reason"] for r in summary} <= {"precision", "cap"}
+    assert all(
+        40 <= int(r["num_prompts"]) < 300 for r in summary if r["stop_reason"] == "precision"
+    )
 
     rows = list(csv.DictReader(open(tmp_path / "results" / "verdicts.csv")))
     primary = {
