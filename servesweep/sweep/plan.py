@@ -35,7 +35,7 @@ from servesweep.records import (
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
 from servesweep.server.engines import launch_command, launch_env
-from servesweep.sizing import warmup_requests
+from servesweep.sizing import Precision, is_auto, warmup_requests
 from servesweep.sweep.config import Sweep, next_attempt, spec_hash
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.stages import simulate_boots
@@ -188,6 +188,8 @@ class Rates:
                 min(default, DEFAULT_CELL_TOK_S),
             )
             seconds = requests * out_tokens / rate
+            if is_auto(bench):  # sends until precise enough: at most its time cap
+                seconds = min(seconds, Precision.of(bench).max_s)
             if level.is_rate and level.value != INF:
                 seconds = max(seconds, requests / level.value)  # the arrivals take this long
             total += seconds + LEVEL_OVERHEAD_S

@@ -322,3 +322,11 @@ def test_a_staged_sweep_plans_its_first_stage_and_states_expected_and_worst_boot
     assert f"10.0 ({duration(10 * boot_s)}, {10 * boot_s * 2 / 3600:.2g} GPU-h)" in text
     # Fixed repeats: no stages.
     assert staged_costs(load(sweep_config(repeats=3)), Paths(tmp_path), planned) == []
+
+
+def test_a_level_sized_by_precision_is_estimated_at_most_at_its_time_cap(tmp_path):
+    fixed = plan_sweep(load(sweep_config()), Paths(tmp_path))[0].estimate_s
+    auto = load(sweep_config(num_prompts="auto", precision={"max_s": 30}))
+    (first, *_) = plan_sweep(auto, Paths(tmp_path))
+    # Two levels, each at most 30 s (+ its warm-up) where 5,000 requests would take hours.
+    assert fixed < first.estimate_s <= fixed + 2 * 30 + 60
