@@ -227,6 +227,10 @@ class LevelSummary(LevelColumns, total=False):
     repeat: int  # the boot (summary.csv has the cell's)
     probe: bool  # a capacity-search probe (servesweep.capacity.search), not a configured level
     clock_origin_ns: int | None
+    # num_prompts: auto only (servesweep.sizing): why the level stopped sending
+    stop_reason: str | None  # precision | cap | max_requests
+    stop_rse: float | None  # the throughput's relative standard error reached (a fraction)
+    stop_batches: int  # batches counted by the stop rule (the first, discarded, not counted)
     # Rate levels only (servesweep.bench.arrivals.rate_figures):
     load: str  # "rate"
     max_concurrency: int | None

@@ -25,9 +25,11 @@ from servesweep.bench.http1 import fetch
 from servesweep.bench.messages import WorkerConfig
 from servesweep.bench.pool import run_workers
 from servesweep.bench.request_records import WorkerRow, build_records, token_counts
+from servesweep.bench.stopping import PrecisionStop
 from servesweep.jsonfile import utc_now
 from servesweep.level import Level
 from servesweep.records import LevelSummary
+from servesweep.sizing import Precision
 from servesweep.workloads.base import Prompt
 
 STREAMS_PER_WORKER = 256  # one more worker process per this many streams, up to the cores
@@ -182,6 +184,7 @@ def run_level(
     cutoff: float | None = None,
     schedule_s: list[float] | None = None,
     warmup_schedule_s: list[float] | None = None,
+    precision: Precision | None = None,
 ) -> LevelSummary:
     """Run `warmup` requests (recorded with warmup: true, excluded from every statistic),
     then the rest with at most `concurrency` in flight; the measured requests start once
@@ -192,7 +195,9 @@ def run_level(
     line per request to records_path and returns the level summary. Server faults never
     raise: they become per-request errors, and a stall ends the level with status failed,
     cause hung; so does `cutoff` (time.monotonic: the job's time limit, less a margin) with
-    cause time_limit."""
+    cause time_limit. `precision` (num_prompts: auto, a concurrency level): the prompts are
+    the most it may send, and the measured requests end when the stop rule says
+    (servesweep.sizing); the summary says why (stop_reason, stop_rse, stop_batches)."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     if not 0 <= warmup < len(prompts):
@@ -205,8 +210,11 @@ def run_level(
         configs = _worker_configs(
             settings, prompts, warmup, concurrency, Path(tmp), schedule_s, warmup_schedule_s
         )
+        stopper = None
+        if precision is not None:
+            stopper = PrecisionStop(precision, precision.batch_size(level), warmup)
         outcome = run_workers(
-            configs, len(prompts), settings.stall_timeout_s, progress, label, cutoff
+            configs, len(prompts), settings.stall_timeout_s, progress, label, cutoff, stopper
         )
 
     rows = [WorkerRow(row, w) for w, result in enumerate(outcome.results) for row in result.rows]
@@ -220,7 +228,8 @@ def run_level(
         level,
         repeat,
         concurrency=concurrency,
-        num_prompts=len(prompts) - warmup,
+        # Under auto, as many as it sent (the rest of the prompts were never asked for).
+        num_prompts=len(prompts) - warmup if stopper is None else len(records) - warmup,
         stalled=outcome.stalled,
         timed_out=outcome.timed_out,
         error_rate_threshold=error_rate_threshold,
@@ -231,6 +240,8 @@ def run_level(
         started_at=started_at,
         clock_origin_ns=outcome.t0_ns,
     )
+    if stopper is not None:
+        summary.update(stopper.fields())
     if progress:
         held = summary["achieved_concurrency"]
         progress(

@@ -28,6 +28,7 @@ from servesweep.bench.messages import (
     WorkerConfig,
     send_msg,
 )
+from servesweep.bench.stopping import PrecisionStop, end_claims
 
 PROGRESS_EVERY_S = 5.0
 WORKER_START_TIMEOUT_S = 60.0
@@ -141,17 +142,28 @@ class _Progress:
 
 
 def _run_phase(
-    pool: WorkerPool, phase: int, stall_ns: int, progress: _Progress, cutoff: float | None
+    pool: WorkerPool,
+    phase: int,
+    stall_ns: int,
+    progress: _Progress,
+    cutoff: float | None,
+    stopper: PrecisionStop | None = None,
 ) -> tuple[bool, bool]:
     """Run one phase to its end; returns (stalled, timed_out): whether it was aborted
-    because nothing progressed, or because `cutoff` (time.monotonic) passed."""
+    because nothing progressed, or because `cutoff` (time.monotonic) passed. `stopper`
+    (the measured phase under num_prompts: auto) ends the phase's claims once it says so."""
     start_ns = time.perf_counter_ns()
     # A stall is measured from the phase's start, whatever came before.
     pool.status = [s._replace(inflight=0, last_progress_ns=start_ns) for s in pool.status]
+    if stopper is not None:
+        stopper.start(pool.status)
     pool.send(Go(phase))
     stalled = timed_out = False
     while not all(phase in done for done in pool.phase_done):
         pool.poll(0.05)
+        if stopper is not None and stopper.observe(pool.status):
+            config = pool.configs[0]
+            end_claims(config.counter_path, phase, config.phase_end[phase])
         inflight = sum(s.inflight for s in pool.status)
         last_ns = max(start_ns, *(s.last_progress_ns for s in pool.status))
         why = None
@@ -174,9 +186,10 @@ def run_workers(
     say,
     label: str,
     cutoff: float | None = None,
+    stopper: PrecisionStop | None = None,
 ) -> PoolOutcome:
     """Run the level's phases (warmup, measured) on the workers; abort on a stall, or once
-    `cutoff` (time.monotonic) passes."""
+    `cutoff` (time.monotonic) passes; `stopper`: the measured phase ends when it says."""
     pool = WorkerPool(configs)
     try:
         pool.wait_started()
@@ -185,7 +198,8 @@ def run_workers(
         t0_ns = time.perf_counter_ns()
         for phase in (0, 1):
             stall_ns = int(stall_timeout_s * 1e9)
-            stalled, timed_out = _run_phase(pool, phase, stall_ns, progress, cutoff)
+            stop = stopper if phase == 1 else None
+            stalled, timed_out = _run_phase(pool, phase, stall_ns, progress, cutoff, stop)
             warmups = configs[0].phase_end[0]
             if phase == 0 and warmups > 0 and say and not (stalled or timed_out):
                 say(f"{label}warmup done ({warmups} requests)")

@@ -1,0 +1,74 @@
+"""`num_prompts: auto` with the real client against the scripted SSE server (known
+per-request timings): the level stops for precision where its batches say so, its
+estimate agrees with a long fixed-count level's, and the caps end it with the reason
+recorded."""
+
+import json
+import time
+
+import pytest
+from fixtures.sse_server import ServerProcess
+
+from servesweep.bench.client import ClientSettings, run_level
+from servesweep.level import Level
+from servesweep.sizing import Precision
+from servesweep.workloads.base import Prompt
+
+# Each request's TTFT cycles through 4..40 ms, then 8 tokens 2 ms apart: a level of 4
+# streams finishes a request every ~12 ms with a known spread.
+SCRIPT = {"ttft_ms": [4.0 + 4.0 * k for k in range(10)], "gap_ms": 2.0}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerProcess() as srv:
+        srv.set_script(SCRIPT)
+        yield srv
+
+
+def prompts(n):
+    return [Prompt(f"p{i} a b c", 4, 8) for i in range(n)]
+
+
+def level(server, tmp_path, n, precision=None, warmup=4):
+    path = tmp_path / f"r{time.monotonic_ns()}.jsonl"
+    summary = run_level(
+        ClientSettings(server.url),
+        prompts(warmup + n),
+        4,
+        warmup,
+        path,
+        Level("concurrency", 4),
+        0,
+        precision=precision,
+    )
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return summary, [r for r in records if not r["warmup"]]
+
+
+def test_auto_stops_for_precision_and_agrees_with_a_long_level(server, tmp_path):
+    rule = Precision(rse_pct=3.0, min_batches=5, max_s=60.0, max_requests=2000)
+    auto, measured = level(server, tmp_path, rule.max_requests, rule)
+    assert auto["status"] == "ok" and auto["stop_reason"] == "precision"
+    assert auto["stop_rse"] <= 0.03 and auto["stop_batches"] >= 5
+    # It sent what it needed, not its cap: at least min_batches + 1 batches of 10, and the
+    # summary counts what it sent (none of the unsent prompts is a failure).
+    assert 60 <= auto["num_prompts"] == len(measured) == auto["completed"] < 2000
+    # Unbiased: its throughput within 3 RSE of a fixed level 5x longer, same server.
+    long, _ = level(server, tmp_path, 5 * auto["num_prompts"])
+    ratio = auto["output_throughput"] / long["output_throughput"]
+    assert abs(ratio - 1) < 3 * 0.03 + 0.02, (auto["output_throughput"], long["output_throughput"])
+    assert "stop_reason" not in long  # a count rule records none
+
+
+def test_the_caps_end_a_level_and_say_so(server, tmp_path):
+    strict = Precision(rse_pct=0.001, min_batches=5, max_s=1.0, max_requests=10**6)
+    start = time.monotonic()
+    capped, _ = level(server, tmp_path, 5000, strict)
+    assert capped["stop_reason"] == "cap" and capped["stop_rse"] > 0.00001
+    assert time.monotonic() - start < 1.0 + 5.0  # the cap, the warm-up, start and drain
+    few = Precision(rse_pct=0.001, min_batches=5, max_s=60.0, max_requests=40)
+    short, measured = level(server, tmp_path, 5000, few)
+    assert short["stop_reason"] == "max_requests"
+    # It stops claiming at 40 sent; the 4 in flight then may not all have been counted yet.
+    assert 40 <= len(measured) <= 44 and short["failed"] == 0
