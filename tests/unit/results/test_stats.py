@@ -127,11 +127,41 @@ def test_the_guard_is_an_f_test_of_scatter():
     rest2 = stats.Scatter(np.array([0.04, 0.4]), np.array([4, 4]))
     r2 = stats.scatter_ratio(own2, rest2)
     assert r2.ratio == pytest.approx((0.02 / 0.01 + 0.2 / 0.1) / 2) and r2.df == 2
+    # Over levels, the guard combines each level's exact F p by Fisher's method (scipy's).
+    from scipy.stats import combine_pvalues
+
+    p_levels = [f.sf((0.02 / 1) / (0.04 / 4), 1, 4), f.sf((0.2 / 1) / (0.4 / 4), 1, 4)]
+    fisher = combine_pvalues(p_levels, method="fisher").pvalue
+    assert bool(stats.scatter_agrees(own2, rest2)) == (fisher >= stats.GUARD_LEVEL)
+    assert bool(stats.scatter_agrees(own2, rest2, level=fisher * 1.001)) is False
+    assert bool(stats.scatter_agrees(own2, rest2, level=fisher * 0.999)) is True
     # A scaled side: ratio times the rest's variance, df 1 / (1/df_ratio + 1/df_rest).
     side = stats.scaled_side(r2, stats.Scatter(0.4, 4))
     assert side.variance == pytest.approx(2.0 * 0.1) and side.df == pytest.approx(
         1 / (1 / 2 + 1 / 4)
     )
+
+
+@pytest.mark.parametrize("boots", [2, 3, 5])
+def test_the_guard_flags_at_its_level_under_its_premise(boots):
+    # Five configurations scattering alike at 4 levels: each is flagged 10 % of the time
+    # (the mean of the levels' ratios against one F flagged 24 / 20 / 16 %), and a
+    # configuration scattering 3x is flagged most of the time.
+    rng = np.random.default_rng(boots)
+    k, levels, sims = 5, 4, 20000
+    y = rng.normal(0, 1, (sims, k, levels, boots))
+    y[:, 1] *= 3
+    ss = ((y - y.mean(-1, keepdims=True)) ** 2).sum(-1)
+    rest = ss.sum(1, keepdims=True) - ss
+    d = np.full(ss.shape, boots - 1)
+    agrees = stats.scatter_agrees(stats.Scatter(ss, d), stats.Scatter(rest, (k - 1) * d))
+    same = y[:, [0, 2, 3, 4]]  # the premise: four alike, without the noisy one
+    ss0 = ((same - same.mean(-1, keepdims=True)) ** 2).sum(-1)
+    rest0 = ss0.sum(1, keepdims=True) - ss0
+    d0 = np.full(ss0.shape, boots - 1)
+    alike = stats.scatter_agrees(stats.Scatter(ss0, d0), stats.Scatter(rest0, 3 * d0))
+    assert abs((1 - alike.mean()) - stats.GUARD_LEVEL) < 0.01
+    assert (1 - agrees[:, 1].mean()) > {2: 0.8, 3: 0.95, 5: 0.99}[boots]
 
 
 def test_first_boot_contrast_is_the_least_squares_fit():

@@ -62,7 +62,10 @@ def test_identical_variants_are_called_faster_or_slower_at_most_5_percent_a_fami
             # 12,000 variants: 3 standard errors above 5 % is 0.056.
             assert primary.mean() <= 0.056, (noise.name, boots, primary.mean())
             assert secondary.mean() <= 0.056, (noise.name, boots, secondary.mean())
-            assert primary[:, 1].mean() <= 0.06  # the noisier one alone, too
+            # The noisier one alone, too. At 2 boots the guard (calibrated to flag 10 % of
+            # configurations that scatter alike) catches a 3x scatter 85 % of the time, and
+            # the 15 % it misses are judged by the pool: 0.063 over 24,000 (docs/design.md §6).
+            assert primary[:, 1].mean() <= (0.07 if boots == 2 else 0.06)
 
 
 def test_two_boots_decide_what_the_rule_before_never_could():
