@@ -197,3 +197,114 @@ def test_boots_needed_by_hand():
     assert stats.boots_needed(0.03**2, 4, 2.0) == 19
     assert stats.boots_needed(0.001**2, 4, 2.0) == 2
     assert stats.boots_needed(math.nan, 4, 2.0) is None
+
+
+# ---- variance components ----------------------------------------------------------------
+
+
+def _nested(rng, sizes, sigma_b, sigma_w):
+    """Per configuration, per boot, its measurements' logs: configuration means apart, each
+    boot off by N(0, sigma_b), each measurement by N(0, sigma_w)."""
+    return [
+        [c + rng.normal(0, sigma_b) + rng.normal(0, sigma_w, n) for n in boots]
+        for c, boots in enumerate(sizes)
+    ]
+
+
+def test_variance_components_are_the_least_squares_mean_squares():
+    # Unbalanced: the two sums of squares from numpy's least squares on dummy-coded design
+    # matrices (boots after configurations: RSS(configurations) - RSS(boots)), not from
+    # the code under test; its MS_W is sigma_W^2, (MS_B - MS_W) / n0 sigma_B^2.
+    rng = np.random.default_rng(11)
+    sizes = [[3, 1, 2], [2, 2], [4, 1, 1, 2]]
+    samples = _nested(rng, sizes, 0.05, 0.03)
+    y = np.concatenate([g for c in samples for g in c])
+    config = np.concatenate([[i] * n for i, c in enumerate(sizes) for n in c])
+    boot = np.concatenate([[j] * n for j, n in enumerate(n for c in sizes for n in c)])
+
+    def rss(labels):
+        x = (labels[:, None] == np.unique(labels)[None, :]).astype(float)
+        return float(((y - x @ np.linalg.lstsq(x, y, rcond=None)[0]) ** 2).sum())
+
+    ss_w, df_w = rss(boot), len(y) - 9
+    ss_b, df_b = rss(config) - rss(boot), 9 - 3
+    n_c = [sum(c) for c in sizes]
+    n0 = sum(N - sum(n * n for n in c) / N for N, c in zip(n_c, sizes, strict=True)) / df_b
+    vc = stats.variance_components(samples)
+    assert vc.within == pytest.approx(ss_w / df_w) and vc.within_df == df_w
+    assert vc.per_boot == pytest.approx(n0)
+    assert vc.between == pytest.approx((ss_b / df_b - ss_w / df_w) / n0)
+    ms_b, ms_w = ss_b / df_b, ss_w / df_w
+    satterthwaite = (ms_b - ms_w) ** 2 / (ms_b**2 / df_b + ms_w**2 / df_w)
+    assert vc.between_df == pytest.approx(satterthwaite)
+    assert (vc.boots, vc.configurations, vc.source) == (9, 3, "in_boot")
+
+
+@pytest.mark.parametrize("sigma_b, sigma_w", [(0.05, 0.05), (0.02, 0.08)])
+def test_variance_components_recover_known_truth_and_cover_it(sigma_b, sigma_w):
+    # 3,000 unbalanced sweeps with known sigma_B, sigma_W: sigma_W^2 is unbiased and its
+    # chi-squared interval covers 95 %; sigma_B^2 (truncated at 0: biased up only by the
+    # truncation) about right, its Satterthwaite chi-squared interval covering near 95 %
+    # where truncation is rare.
+    from scipy.stats import chi2
+
+    rng = np.random.default_rng(12)
+    sizes = [[3, 3, 3, 2], [3, 3, 3], [2, 3, 3, 3, 3], [3, 3, 3]]
+    got = [stats.variance_components(_nested(rng, sizes, sigma_b, sigma_w)) for _ in range(3000)]
+    w = np.array([g.within for g in got])
+    w_df = got[0].within_df
+    assert w.mean() == pytest.approx(sigma_w**2, rel=0.02)
+    lo, hi = w * w_df / chi2.ppf(0.975, w_df), w * w_df / chi2.ppf(0.025, w_df)
+    assert abs(((lo <= sigma_w**2) & (sigma_w**2 <= hi)).mean() - 0.95) < 0.012
+    b = np.array([g.between for g in got])
+    b_df = np.array([g.between_df for g in got])
+    positive = b > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo_b = b * b_df / chi2.ppf(0.975, np.maximum(b_df, 1e-9))
+        hi_b = b * b_df / chi2.ppf(0.025, np.maximum(b_df, 1e-9))
+    covered = positive & (lo_b <= sigma_b**2) & (sigma_b**2 <= hi_b)
+    if sigma_b >= sigma_w:  # truncation rare: unbiased, and Satterthwaite's df hold
+        assert positive.mean() > 0.97
+        assert b.mean() == pytest.approx(sigma_b**2, rel=0.05)
+        assert 0.92 <= covered.mean() <= 0.975
+    else:  # often truncated at 0, so biased up, never down
+        assert sigma_b**2 <= b.mean() <= 3 * sigma_b**2
+    # The share of the boot mean's variance that is the measurements'.
+    r = got[0].per_boot
+    share = (sigma_w**2 / r) / (sigma_b**2 + sigma_w**2 / r)
+    assert np.median([g.within_share for g in got]) == pytest.approx(share, abs=0.12)
+
+
+def test_variance_components_with_one_measurement_a_boot_are_the_total():
+    rng = np.random.default_rng(13)
+    samples = _nested(rng, [[1, 1, 1], [1, 1]], 0.05, 0.0)
+    vc = stats.variance_components(samples)
+    pooled = stats.scatter([np.concatenate(c) for c in samples], logs=True)
+    assert vc.source == "total" and math.isnan(vc.within)
+    assert vc.between == pytest.approx(float(pooled.variance)) and vc.between_df == 3
+    assert vc.boot_variance == pytest.approx(vc.between)
+
+
+def test_the_cost_optimal_measurements_a_boot_minimise_cost_times_variance():
+    # Kalibera & Jones: n boots of r measurements cost n (c_b + r c_m), variance
+    # (s_b + s_w / r) / n; for a fixed precision the cost is proportional to
+    # (c_b + r c_m)(s_b + s_w / r): minimised by brute force over r.
+    for s_b, s_w, c_b, c_m in [(0.01, 0.04, 120.0, 0.5), (0.001, 0.09, 60, 2), (0.04, 0.01, 30, 3)]:
+        r = np.arange(1, 200_000)
+        best = r[np.argmin((c_b + r * c_m) * (s_b + s_w / r))]
+        got = stats.cost_optimal_per_boot(s_b, s_w, c_b, c_m)
+        assert abs(got - best) <= 1 or got == pytest.approx(best, rel=0.01)
+    assert stats.cost_optimal_per_boot(0.0, 0.01, 100, 1) == math.inf
+    assert stats.cost_optimal_per_boot(0.04, 0.0001, 1, 1) == 1.0
+    assert math.isnan(stats.cost_optimal_per_boot(math.nan, 0.01, 1, 1))
+
+
+def test_plan_boots_sizes_boots_for_the_measurements_it_picks():
+    vc = stats.VarianceComponents(0.0004, 0.09, 10, 100, 20, "in_boot", 10, 5)
+    plan = stats.plan_boots(vc, boot_cost=120.0, measurement_cost=0.5, half_width_pct=5.0)
+    assert plan.per_boot == round(math.sqrt(120 / 0.5 * 0.09 / 0.0004))
+    assert plan.boots == stats.boots_needed(0.0004 + 0.09 / plan.per_boot, 1, 5.0)
+    assert plan.cost == pytest.approx(plan.boots * (120 + plan.per_boot * 0.5))
+    # Cheaper than the same precision at the default 20 measurements a boot.
+    at_20 = stats.boots_for_half_width(0.0004, 0.09, 20, 5.0)
+    assert plan.cost < at_20 * (120 + 20 * 0.5)
