@@ -13,6 +13,7 @@ include: "rules/stacks.smk"
 include: "rules/models.smk"
 include: "rules/cells.smk"
 include: "rules/hunt.smk"
+include: "rules/stages.smk"
 include: "rules/report.smk"
 include: "rules/plan.smk"
 

@@ -9,6 +9,7 @@ sys.path.insert(0, workflow.basedir)
 
 from servesweep.resources.setup import setup_params
 from servesweep.hunt_run import steps as hunt_run_steps
+from servesweep.results.judge import stages
 from servesweep.sweep.config import (
     ConfigError,
     SCHEMA_PATH,
@@ -107,15 +108,51 @@ JOB_ORDER = {job: i for i, job in enumerate(SWEEP.jobs)}
 
 def job_priority(wildcards):
     # Earlier in SWEEP.jobs = higher priority: every cell's first boot, then the second…
+    # (a later stage's boots: the earlier boot index first, so the stage interleaves).
     key = (wildcards.stack, wildcards.model, wildcards.variant, int(wildcards.repeat))
-    return len(JOB_ORDER) - JOB_ORDER.get(key, len(JOB_ORDER))
+    return len(JOB_ORDER) - JOB_ORDER.get(key, len(JOB_ORDER) + int(wildcards.repeat))
 
 
 def all_cells(wildcards=None):
     # A hunt's cells are the boots its steps measured (known once it is done).
     if SWEEP.hunt:
         return hunt_run_steps.observed_cells(SWEEP, PATHS, hunt_steps(wildcards)[-1])
+    if SWEEP.repeats_rule.staged:
+        return stages.measured_cells(PATHS, stage_steps(wildcards)[-1])
     return [str(PATHS.cell_json(*job)) for job in SWEEP.jobs]
+
+
+def stage_params(wildcards):
+    return stages.stage_params(SWEEP)
+
+
+def stage_inputs(wildcards):
+    # Step s: step s-1 and the boots it asked for (servesweep/results/judge/stages.py).
+    # Step 0 is known from the sweep alone: a dry run shows the first stage's cells.
+    step = int(wildcards.step)
+    if step == 0:
+        return {}
+    if step == 1:
+        return {
+            "previous": stages.STAGE_JSON.format(step=0),
+            "cells": stages.first_cells(SWEEP, PATHS),
+        }
+    previous = checkpoints.repeats_stage.get(step=step - 1).output[0]
+    return {"previous": previous, "cells": stages.next_cells(PATHS, previous)}
+
+
+def stage_steps(wildcards=None):
+    # Every step up to the first that is done (each found once Snakemake has made it).
+    steps = [stages.STAGE_JSON.format(step=0)]
+    while True:
+        steps.append(checkpoints.repeats_stage.get(step=len(steps)).output[0])
+        if stages.step_done(steps[-1]):
+            return steps
+
+
+def stage_record(wildcards):
+    # collect's verdicts say at which look each variant was decided.
+    return [stage_steps(wildcards)[-1]] if SWEEP.repeats_rule.staged else []
 
 
 def hunt_record(wildcards):

@@ -1,6 +1,7 @@
 rule collect:
     input:
-        all_cells,
+        cells=all_cells,
+        stages=stage_record,
     output:
         summary=report(
             "results/summary.csv",

@@ -31,7 +31,8 @@ LONGER_MODULES: dict[str, tuple[int, str]] = {}  # "servesweep/x.py": (cap, why)
 # resources (a cell's spec holds the server's command; the plan names the stacks'
 # interpreters), so server/ and resources/ sit below it although they run after it.
 LAYERS = [
-    ("servesweep", "jsonfile", "joblog", "level", "records", "fmt", "stats"),  # shared by all
+    # shared by all
+    ("servesweep", "jsonfile", "joblog", "level", "sizing", "records", "fmt", "stats"),
     ("hunt",),  # the hunt's decisions: maths on numbers, no files
     ("server", "server/engines"),  # one server process, and how each engine is driven
     ("resources",),  # stacks and models

@@ -134,9 +134,10 @@ def probe_sweep_prompts(settings, tokenizer, args, out: Path) -> None:
     from vllm_stream_probe import explain, print_explained, probe
 
     from servesweep.bench.client import run_level
-    from servesweep.level import Level, warmup_requests
+    from servesweep.level import Level
     from servesweep.run.levels import level_prompts
     from servesweep.server.engines import get_engine
+    from servesweep.sizing import warmup_requests
     from servesweep.sweep.config import load_file
 
     sweep = load_file(CONFIG)

@@ -14,7 +14,7 @@ from servesweep.capacity.run import search_capacity
 from servesweep.capacity.search import search_of
 from servesweep.correctness.answers import run_correctness
 from servesweep.jsonfile import utc_now, write_json
-from servesweep.level import Level, warmup_requests
+from servesweep.level import Level
 from servesweep.records import CellRecord, LevelRead, LevelSummary
 from servesweep.run.job import CellJob
 from servesweep.run.levels import level_plan, level_prompts, rate_schedule
@@ -29,6 +29,7 @@ from servesweep.server.gpu_slots import GpuLease
 from servesweep.server.process import ServerProcess, port_is_free
 from servesweep.server.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.server.telemetry import GpuSampler, joules_per_token, visible_indices
+from servesweep.sizing import warmup_requests
 from servesweep.sweep.layout import level_name
 from servesweep.workloads.base import load_tokenizer
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import zlib
 
 from servesweep.bench.arrivals import schedule
-from servesweep.level import Level, levels_of, measured_requests, warmup_requests
+from servesweep.level import Level, levels_of
 from servesweep.records import CellSpec
+from servesweep.sizing import measured_requests, warmup_requests
 from servesweep.sweep.config import arrival
 from servesweep.workloads import Prompt, make_prompts
 

@@ -21,9 +21,10 @@ import yaml
 from servesweep import CLIENT_VERSION
 from servesweep.level import Kind, Level, levels_of
 from servesweep.level import load_kind as load_kind_of
-from servesweep.level import num_prompts as level_prompts
 from servesweep.records import CellRead, CellSpec
 from servesweep.server.engines import ENGINES, get_engine
+from servesweep.sizing import Precision
+from servesweep.sizing import num_prompts as level_prompts
 from servesweep.sweep import checks
 from servesweep.sweep.checks import (
     CheckError,
@@ -33,6 +34,7 @@ from servesweep.sweep.checks import (
     check_variant_gpus,
 )
 from servesweep.sweep.hunt import SweepHunt, check_hunt, hunt_of
+from servesweep.sweep.stages import RepeatsRule, repeats_rule
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
@@ -249,14 +251,21 @@ class Sweep:
         return v["must_match"] if v["must_match"] is not None else must_match_exactly(v["flags"])
 
     @property
+    def repeats_rule(self) -> RepeatsRule:
+        """`benchmark.repeats` as stages (fixed n: min = max = n)."""
+        return repeats_rule(self.benchmark["repeats"])
+
+    @property
     def repeats(self) -> int:
-        return self.benchmark["repeats"]
+        """Boots every cell gets before any stage decides (fixed: all of them)."""
+        return self.repeats_rule.min
 
     @property
     def jobs(self) -> list[tuple[str, str, str, int]]:
-        """(stack, model, variant, repeat) of every run_cell job, in the order they should
-        run: every cell's first boot, then every cell's second, … so that variants
-        interleave and a drift over the sweep's hours is spread over all of them."""
+        """(stack, model, variant, repeat) of every run_cell job known before anything is
+        measured (under `repeats: auto` the first stage's), in the order they should run:
+        every cell's first boot, then every cell's second, … so that variants interleave
+        and a drift over the sweep's hours is spread over all of them."""
         return [(*cell, r) for r in range(self.repeats) for cell in self.cells]
 
     @property
@@ -270,7 +279,7 @@ class Sweep:
         return levels_of(self.benchmark)
 
     def num_prompts(self, level: Level) -> int:
-        return level_prompts(self.benchmark["num_prompts"], level)
+        return level_prompts(self.benchmark["num_prompts"], level, Precision.of(self.benchmark))
 
     def _spec_benchmark(self) -> dict:
         """The benchmark part of a spec. A concurrency sweep's is exactly as before rate
@@ -410,8 +419,17 @@ def check_semantics(config: dict) -> None:
     if workload.get("kind") == "sharegpt" and "path" not in workload:
         raise ConfigError("config: benchmark.workload.path: required for kind sharegpt")
     rule = bench["num_prompts"]
-    if rule["min"] > rule["max"]:
+    if rule == "auto" and "rate" in bench:
+        raise ConfigError(
+            "config: benchmark.num_prompts: auto sizes concurrency levels only (not benchmark.rate)"
+        )
+    if rule != "auto" and rule["min"] > rule["max"]:
         raise ConfigError("config: benchmark.num_prompts: min is larger than max")
+    repeats = bench["repeats"]
+    if isinstance(repeats, dict) and repeats["min"] > repeats["max"]:
+        raise ConfigError("config: benchmark.repeats: min is larger than max")
+    if repeats_rule(repeats).staged and "hunt" in config:
+        raise ConfigError("config: benchmark.repeats: a hunt sizes its own boots (hunt.boots)")
     reference = config["analysis"].get("reference_stack")
     if reference is not None and reference not in config["stacks"]:
         raise ConfigError(

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import read_json
-from servesweep.level import INF, level_key, levels_of, warmup_requests
+from servesweep.level import INF, level_key, levels_of
 from servesweep.records import (
     CellRead,
     CellRecord,
@@ -35,8 +35,10 @@ from servesweep.records import (
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
 from servesweep.server.engines import launch_command, launch_env
+from servesweep.sizing import warmup_requests
 from servesweep.sweep.config import Sweep, next_attempt, spec_hash
 from servesweep.sweep.layout import Paths
+from servesweep.sweep.stages import simulate_boots
 
 # Used where no earlier record says better (each is stated in the plan's output).
 DEFAULT_BOOT_S = 60.0  # launch -> ready
@@ -327,3 +329,77 @@ def resolve_suggestion(sweep: Sweep, paths: Paths, planned: list[PlannedCell]) -
         per_boot.setdefault((p.stack, p.model, p.variant), p.estimate_s)
     extra = (max(needed) - sweep.repeats) * sum(per_boot.values())
     return Resolve(max(needed), len(needed), round(extra, 1))
+
+
+DEFAULT_BOOT_CV = 0.05  # a `repeats: auto` plan's boot scatter where no verdicts say better
+
+
+class StagedCost(NamedTuple):
+    """What `repeats: auto` would spend on one stack × model group, before it launches."""
+
+    stack: str
+    model: str
+    variants: int  # compared with the baseline
+    first: int  # boots of the first stage (every cell's min)
+    expected: float  # boots expected if no variant changes (the costly case)
+    expected_big: float  # ... if every variant changes by +50 % at every counted level
+    worst: int  # every cell to max
+    boot_s: float  # a boot's estimated wall time (the group's mean)
+    gpus: float  # GPUs a boot holds (the group's mean)
+    cv: float  # the boot scatter assumed
+    cv_from: str  # "the last verdicts" or "default"
+
+
+def boot_cv(paths: Paths) -> float | None:
+    """The median boot scatter (each side's CV) of the last verdicts' primary rows."""
+    try:
+        with open(paths.results / "verdicts.csv", newline="") as f:
+            rows = [r for r in csv.DictReader(f) if _primary(r)]
+    except OSError:
+        return None
+    cvs = [float(r[k]) for r in rows for k in ("cv", "cv_ref") if r.get(k) not in (None, "")]
+    cvs = [c for c in cvs if c == c and c > 0]
+    return statistics.median(cvs) if cvs else None
+
+
+def staged_costs(sweep: Sweep, paths: Paths, planned: list[PlannedCell]) -> list[StagedCost]:
+    """Per stack × model: the first stage's boots, the expected (simulated at the boot
+    scatter of the last verdicts, else DEFAULT_BOOT_CV) and the worst case (every cell to
+    max). Empty when repeats are fixed."""
+    rule = sweep.repeats_rule
+    if not rule.staged or sweep.hunt is not None:
+        return []
+    known = boot_cv(paths)
+    cv = known if known is not None else DEFAULT_BOOT_CV
+    objective = sweep.analysis["objective"]
+    margin_key = "margin_latency_pct" if objective.endswith("_ms") else "margin_throughput_pct"
+    margin = sweep.analysis[margin_key]
+    counted = sweep.analysis.get("levels")
+    levels = len(counted) if counted else len(sweep.levels)
+    variants = len(sweep.variants) - 1
+    out = []
+    for stack in sweep.stacks:
+        for model in sweep.models:
+            mine = [p for p in planned if (p.stack, p.model) == (stack, model)]
+            boot_s = statistics.mean(p.estimate_s for p in mine) if mine else 0.0
+            gpus = statistics.mean(p.gpus for p in mine) if mine else 0.0
+            null = simulate_boots(rule, variants, levels, cv, draws=50, margin_pct=margin)
+            big = simulate_boots(
+                rule, variants, levels, cv, [0.5] * variants, draws=50, margin_pct=margin
+            )
+            out.append(
+                StagedCost(
+                    stack,
+                    model,
+                    variants,
+                    null.fixed_min,
+                    null.expected,
+                    big.expected,
+                    null.worst,
+                    boot_s,
+                    gpus,
+                    cv,
+                    "the last verdicts" if known is not None else "default",
+                )
+            )
+    return out

@@ -23,8 +23,10 @@ from servesweep.sweep.plan import (
     RUN,
     PlannedCell,
     Resolve,
+    StagedCost,
     plan_sweep,
     resolve_suggestion,
+    staged_costs,
 )
 
 
@@ -70,6 +72,7 @@ def render(
     resolve: Resolve | None = None,
     resolve_pct: float = AnalysisSettings().resolve_pct,
     order: str = "every cell's first boot, then every cell's second, ...",
+    staged: list[StagedCost] = (),
 ) -> str:
     """The plan as text: a header, the job table in the order the jobs run (`order` says
     which), then each cell's command and env (the same for all its boots)."""
@@ -107,6 +110,7 @@ def render(
     headers = ["#", "stack", "model", "variant", "boot", "state", "action", "GPUs", "est."]
     headers += ["from", "why"]
     lines.append(tabulate(rows, headers=headers, tablefmt="simple"))
+    lines += staged_text(staged)
     if resolve is not None:
         lines += [
             "",
@@ -139,6 +143,47 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+def _cost(c: StagedCost, boots: float) -> str:
+    """Boots, their wall time one at a time, and their GPU-hours."""
+    gpu_h = boots * c.boot_s * c.gpus / 3600
+    return f"{boots:.1f} ({duration(boots * c.boot_s)}, {gpu_h:.2g} GPU-h)"
+
+
+def _cost(c: StagedCost, boots: float) -> str:
+    """Boots, their wall time one at a time, and their GPU-hours."""
+    gpu_h = boots * c.boot_s * c.gpus / 3600
+    return f"{boots:.1f} ({duration(boots * c.boot_s)}, {gpu_h:.2g} GPU-h)"
+
+
+def staged_text(staged: list[StagedCost]) -> list[str]:
+    """`repeats: auto`: the jobs above are the first stage; what the later ones may add."""
+    if not staged:
+        return []
+    lines = [
+        "",
+        "benchmark.repeats is staged: the jobs above are the first stage; later stages add "
+        "boots only to variants whose primary verdict is still open (and to the baseline "
+        "beside them), up to max:",
+    ]
+    rows = []
+    for c in staged:
+        rows.append(
+            [
+                f"{c.stack} / {c.model}",
+                c.variants,
+                _cost(c, c.first),
+                _cost(c, c.expected_big),
+                _cost(c, c.expected),
+                _cost(c, c.worst),
+                f"{100 * c.cv:.1f} % ({c.cv_from})",
+            ]
+        )
+    headers = ["group", "variants", "first stage", "expected, all +50 %", "expected, no change"]
+    headers += ["worst case", "boot CV assumed"]
+    lines.append(tabulate(rows, headers=headers, tablefmt="simple"))
+    return lines
+
+
 def _quote(arg) -> str:
     text = str(arg)
     return text if text == "<auto>" else shlex.quote(text)
@@ -149,9 +194,11 @@ def plan_json(
     sweep_files: list[str],
     is_default: bool,
     resolve: Resolve | None = None,
+    staged: list[StagedCost] = (),
 ) -> dict:
     return {
         "resolve": resolve._asdict() if resolve else None,
+        "stages": [c._asdict() for c in staged],
         "sweep_files": sweep_files,
         "is_default": is_default,
         "client_version": CLIENT_VERSION,
@@ -174,8 +221,11 @@ def write_plan(
     servesweep.hunt_run.plan.write_hunt_plan, on top of this module.)"""
     planned = plan_sweep(sweep, paths)
     resolve = resolve_suggestion(sweep, paths, planned)
-    text = render(planned, sweep_files, is_default, resolve, sweep.analysis["resolve_pct"])
-    data = plan_json(planned, sweep_files, is_default, resolve)
+    staged = staged_costs(sweep, paths, planned)
+    text = render(
+        planned, sweep_files, is_default, resolve, sweep.analysis["resolve_pct"], staged=staged
+    )
+    data = plan_json(planned, sweep_files, is_default, resolve, staged)
     return write_text_and_json(text, data, out_txt, out_json)
 
 

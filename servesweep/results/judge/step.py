@@ -56,7 +56,10 @@ def collect_and_judge(
     summary_csv: Path,
     verdicts_csv: Path,
     correctness_csv: Path | None = None,
+    stages: dict | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`stages` (repeats: auto): per (stack, model, variant), the stage rule's decision,
+    written beside the variant's primary comparisons (`stage_look`, `stage_outcome`)."""
     cells = load_cells(cell_paths)  # every cell.json read once
     summary = collect_cells(cells, summary_csv, analysis_of(sweep))
     dirs = {
@@ -72,7 +75,7 @@ def collect_and_judge(
     baseline = sweep.analysis["baseline"]
     capacity = capacity_rows([c for c, _ in cells], list(sweep.variants), baseline)
     comparisons += capacity_comparisons(capacity, baseline, sweep.analysis["noise_cv"])
-    verdicts = to_frame(comparisons)
+    verdicts = with_stages(to_frame(comparisons), stages)
     Path(verdicts_csv).parent.mkdir(parents=True, exist_ok=True)
     verdicts.to_csv(verdicts_csv, index=False)
     if correctness_csv is not None:
@@ -85,3 +88,24 @@ def collect_and_judge(
         )
         write_csv(Path(correctness_csv), rows)
     return summary, verdicts
+
+
+def with_stages(verdicts: pd.DataFrame, stages: dict | None) -> pd.DataFrame:
+    """The look (1 = the first stage) at which `repeats: auto` decided each variant, and
+    how (faster / slower / within margin / cap / open), on its primary rows; absent when
+    the sweep's repeats are fixed."""
+    if not stages or verdicts.empty:
+        return verdicts
+    looks, outcomes = [], []
+    for r in verdicts.itertuples():
+        d = (
+            stages.get((r.stack, r.model, r.variant))
+            if r.family == "primary" and r.kind == "variant"
+            else None
+        )
+        looks.append(None if d is None or d["look"] is None else d["look"] + 1)
+        outcomes.append(None if d is None else d["outcome"])
+    out = verdicts.copy()
+    out["stage_look"] = pd.array(looks, dtype="Int64")
+    out["stage_outcome"] = outcomes
+    return out

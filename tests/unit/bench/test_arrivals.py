@@ -9,7 +9,8 @@ from fixtures.sse_server import ServerProcess
 
 from servesweep.bench import arrivals
 from servesweep.bench.client import ClientSettings, run_level
-from servesweep.level import INF, Level, num_prompts, warmup_requests
+from servesweep.level import INF, Level
+from servesweep.sizing import num_prompts, warmup_requests
 from servesweep.sweep.config import Arrival
 from servesweep.workloads.base import Prompt
 

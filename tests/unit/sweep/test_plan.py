@@ -17,6 +17,7 @@ from servesweep.sweep.plan import (
     cell_state,
     changed_keys,
     plan_sweep,
+    staged_costs,
     state_digest,
 )
 from servesweep.sweep.plan_text import duration, render, totals
@@ -300,3 +301,24 @@ def test_the_correctness_pass_is_in_the_estimate(tmp_path):
     without = plan_sweep(load(sweep_config()), Paths(tmp_path))[0].estimate_s
     # 10 prompts x 20 tokens at the default one-stream rate, and half that again.
     assert with_pass - without == pytest.approx(1.5 * 10 * 20 / DEFAULT_STREAM_TOK_S, abs=0.1)
+
+
+def test_a_staged_sweep_plans_its_first_stage_and_states_expected_and_worst_boots(tmp_path):
+    sweep = load(sweep_config(repeats={"min": 2, "max": 5, "stage": 1}))
+    planned = plan_sweep(sweep, Paths(tmp_path))
+    assert [(p.variant, p.repeat) for p in planned] == [
+        ("baseline", 0),
+        ("ep", 0),
+        ("baseline", 1),
+        ("ep", 1),
+    ]
+    (cost,) = staged_costs(sweep, Paths(tmp_path), planned)
+    boot_s = planned[0].estimate_s
+    assert (cost.first, cost.worst, cost.variants) == (4, 10, 1)
+    assert cost.first <= cost.expected_big <= cost.expected <= cost.worst
+    assert (cost.cv, cost.cv_from, cost.gpus) == (0.05, "default", 2)
+    text = render(planned, ["s.yaml"], False, staged=[cost])
+    assert "benchmark.repeats is staged" in text
+    assert f"10.0 ({duration(10 * boot_s)}, {10 * boot_s * 2 / 3600:.2g} GPU-h)" in text
+    # Fixed repeats: no stages.
+    assert staged_costs(load(sweep_config(repeats=3)), Paths(tmp_path), planned) == []

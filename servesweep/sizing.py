@@ -1,0 +1,175 @@
+"""How many requests a level sends: the one home of the rule.
+
+`benchmark.num_prompts` is either a count rule, clamp(per_level × level, min, max) (the
+default: `max(20, level)` measured requests at a concurrency level), or `auto`: the level
+keeps sending until its own throughput estimate is precise enough (`request_stop`), within
+a time cap and a request cap (`benchmark.precision`). Before the measured requests every
+level sends an unrecorded warm-up (`warmup_requests`).
+
+The `auto` stop rule, and why it does not bias the estimate:
+
+- **Batch means** (Law & Kelton, *Simulation Modeling and Analysis*, ch. 9): the measured
+  requests are cut, in the order they finish, into consecutive batches of B requests (B =
+  max(level, MIN_BATCH_REQUESTS) at a concurrency level: at least one full wave, so that
+  consecutive batches are close to independent). Batch i carries its output tokens x_i and
+  its seconds d_i (from the end of batch i−1 to its own end). The throughput estimate is
+  the ratio Σx / Σd, as the level's own output throughput is; its standard error is the
+  ratio estimator's, √(Σ(x_i − R d_i)² / (k(k − 1))) / mean(d), and its relative standard
+  error (RSE) se / R.
+- **A steady window**: the first batch (the ramp from an empty server to `level` in
+  flight) is counted in no estimate of the rule.
+- **A minimum**: no stop for precision before `min_batches` counted batches (the variance
+  of a few batch means is itself too noisy to stop on: with 2 a lucky small spread stops
+  early, and early stops on a ratio are what bias it).
+- **Looks at batch boundaries only**: the rule is asked once per finished batch, never
+  between, so a stop never cuts a batch.
+- **Caps**: the measured phase's seconds (`max_s`) and requests (`max_requests`); whichever
+  comes first ends the level (`stop_reason` cap / max_requests) and the summary records
+  the RSE reached.
+
+Measured on simulated levels with known truth (tests/unit/test_sizing.py): the stopped
+estimate's mean is within 0.5 % of the true throughput, and its RSE at the stop is the
+target's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Literal, NamedTuple
+
+from servesweep.level import INF, Level
+
+MIN_BATCH_REQUESTS = 10  # requests in a batch at least (level 1 would batch single requests)
+StopReason = Literal["precision", "cap", "max_requests"]
+
+
+class Precision(NamedTuple):
+    """`benchmark.precision`: the `auto` rule's settings (defaults: the schema's, kept
+    equal by tests/unit/test_sizing.py)."""
+
+    rse_pct: float = 2.0  # stop once the level's throughput RSE is at most this
+    min_batches: int = 5  # counted batches (after the first, discarded) before a stop
+    batch_requests: int = 0  # requests a batch; 0: max(level, MIN_BATCH_REQUESTS)
+    max_s: float = 120.0  # the measured phase's time cap
+    max_requests: int = 5000  # the measured phase's request cap
+
+    @classmethod
+    def of(cls, benchmark: Mapping) -> Precision:
+        given = benchmark.get("precision") or {}
+        return cls(**{k: v for k, v in given.items() if k in cls._fields})
+
+    def batch_size(self, level: Level) -> int:
+        """Requests a batch at a concurrency level (`auto` sizes concurrency levels only)."""
+        return self.batch_requests or max(MIN_BATCH_REQUESTS, int(level.value))
+
+
+class Batch(NamedTuple):
+    """One batch of finished requests: its output tokens and its seconds."""
+
+    tokens: float
+    seconds: float
+
+
+class Estimate(NamedTuple):
+    value: float | None  # tokens per second over the counted batches
+    rse: float | None  # relative standard error (a fraction); None below 2 batches
+    batches: int  # counted batches
+
+
+class RequestStop(NamedTuple):
+    """The rule's answer at one batch boundary."""
+
+    stop: bool
+    reason: StopReason | None
+    estimate: Estimate
+
+
+def batch_estimate(batches: Sequence[Batch], discard: int = 1) -> Estimate:
+    """The ratio estimate Σx / Σd over the batches after the first `discard`, and its RSE
+    from the batch means (the ratio estimator's standard error)."""
+    counted = list(batches)[discard:]
+    k = len(counted)
+    tokens = sum(b.tokens for b in counted)
+    seconds = sum(b.seconds for b in counted)
+    if k == 0 or seconds <= 0:
+        return Estimate(None, None, k)
+    ratio = tokens / seconds
+    if k < 2 or ratio <= 0:
+        return Estimate(ratio, None, k)
+    mean_d = seconds / k
+    resid = sum((b.tokens - ratio * b.seconds) ** 2 for b in counted)
+    se = math.sqrt(resid / (k * (k - 1))) / mean_d
+    return Estimate(ratio, se / ratio, k)
+
+
+def request_stop(
+    rule: Precision, batches: Sequence[Batch], elapsed_s: float, sent: int
+) -> RequestStop:
+    """Whether a level under `num_prompts: auto` stops now: asked at each batch boundary
+    (`batches`: every finished batch of the measured phase, the first included), and at
+    any time for the caps (`elapsed_s`: seconds since the measured phase began; `sent`:
+    measured requests sent). Precision first: a level that reached its target as the cap
+    came says so."""
+    est = batch_estimate(batches)
+    if est.batches >= rule.min_batches and est.rse is not None and est.rse <= rule.rse_pct / 100:
+        return RequestStop(True, "precision", est)
+    if sent >= rule.max_requests:
+        return RequestStop(True, "max_requests", est)
+    if elapsed_s >= rule.max_s:
+        return RequestStop(True, "cap", est)
+    return RequestStop(False, None, est)
+
+
+def is_auto(benchmark: Mapping) -> bool:
+    """Whether a config's or a spec's levels size their requests by precision."""
+    return benchmark.get("num_prompts") == "auto"
+
+
+def num_prompts(rule: dict | str, level: Level, precision: Precision | None = None) -> int:
+    """Measured requests of a level: clamp(per_level × level, min, max). A rate level counts
+    per_level × rate (per_level seconds of arrivals); an `inf` rate takes `min`. Under
+    `auto`: the most the level may send (`precision.max_requests`)."""
+    if rule == "auto":
+        return (precision or Precision()).max_requests
+    if level.value == INF:
+        return rule["min"]
+    return max(rule["min"], min(rule["max"], int(round(rule["per_level"] * level.value))))
+
+
+def measured_requests(benchmark: dict, level: Level) -> int:
+    """A spec's measured requests at a level (under `auto`, the most it may send): the
+    configured level's count, or by the same rule for a level the capacity search adds (a
+    probe)."""
+    per_level = benchmark.get("num_prompts_per_level") or {}
+    if level.key in per_level:
+        return per_level[level.key]
+    return num_prompts(benchmark["num_prompts"], level, Precision.of(benchmark))
+
+
+WARMUP_RATE_S = 10.0  # a rate level's `auto` warm-up: this many seconds of its arrivals
+
+
+def warmup_requests(benchmark: dict, level: Level) -> int:
+    """Unrecorded requests sent before a level's measured ones (`benchmark.warmup`).
+
+    `auto` (the default): one full wave at the level's own load, so that every batch size
+    the measured requests reach has run once before they are timed (engines compile or
+    autotune kernels on first use at a new batch size: vLLM's and SGLang's first run at a
+    new level was measured up to 10 x slower in TTFT). A concurrency level c sends c
+    requests with c in flight: the batch grows through every size up to c as the server
+    admits them, and shrinks back as they finish, which covers the measured window (its
+    waves are c and then smaller). A rate level sends the first WARMUP_RATE_S seconds of
+    its arrivals at its own rate (at most as many requests as it measures; an `inf` rate
+    as many as it measures, all at once), so the in-flight count reaches its steady value
+    whenever a request takes less than that. An integer: exactly that many requests, with
+    at most min(level, that) in flight (the rule before `auto`)."""
+    rule = benchmark.get("warmup", "auto")
+    if rule != "auto":
+        return int(rule)
+    measured = measured_requests(benchmark, level)
+    if not level.is_rate:
+        return int(level.value)
+    if level.value == INF:
+        return measured
+    return max(1, min(measured, math.ceil(level.value * WARMUP_RATE_S)))

@@ -1,0 +1,219 @@
+"""`benchmark.repeats: auto`: boots added, stage by stage, only where a verdict is open.
+
+Every cell gets `min` boots; then, at each look (n = min, min + stage, …, max boots a
+side), each variant whose primary verdict (the objective at the counted levels, against
+the baseline) is still open gets `stage` more boots, and the baseline gets them while any
+variant is open. A variant is decided at the first look where
+
+- **efficacy**: at some counted level the repeated-confidence interval of its change
+  excludes 0 and its estimate is beyond the practical margin (the judge's `faster` /
+  `slower`): the verdict's words are settled;
+- **futility**: at every counted level the interval lies within ±margin (the judge's
+  practical margin, `margin_throughput_pct` for a throughput objective): no boot count
+  would make it `faster` or `slower`;
+- **cap**: the look at `max` boots, whatever it says.
+
+The bounds are the hunt's (`servesweep.hunt.sequential`: Lan–DeMets spending over the
+looks, carried to the t scale with each look's df; one home): efficacy spends α / 2 a side
+(the judge's two-sided 5 %) divided over the counted levels, futility (1 − 0.8) over the
+levels (non-binding). The boot scatter is pooled over every configuration measured at the
+look, as the judge pools it (and guarded as it is). The final verdicts stay the judge's,
+on every boot measured; verdicts.csv says at which look the stage rule stopped.
+
+Pure functions on numbers: `repeats_rule` (the config's key), `stage_decisions` (one
+variant set's decisions over the boots measured so far), `simulate_boots` (expected and
+worst-case boots under an assumed scatter, for the plan). The workflow's side is
+`servesweep.results.judge.stages`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+from servesweep.hunt import sequential as seq
+
+Outcome = Literal["faster", "slower", "within margin", "cap", "open"]
+DEFAULT_AUTO = {"min": 2, "max": 6, "stage": 1}  # the schema's `auto`, as a mapping
+SPENDING: seq.Spending = "pocock"
+POWER = 0.8  # futility's: 1 − power of missing a change of the margin, over the levels
+
+
+class RepeatsRule(NamedTuple):
+    """`benchmark.repeats` as stages: fixed `repeats: n` is min = max = n."""
+
+    min: int
+    max: int
+    stage: int
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        return (*range(self.min, self.max, self.stage), self.max)
+
+    @property
+    def staged(self) -> bool:
+        return self.max > self.min
+
+
+def repeats_rule(repeats: int | str | Mapping) -> RepeatsRule:
+    """`benchmark.repeats` (an integer, `auto`, or {min, max, stage}) as a rule."""
+    if isinstance(repeats, int):
+        return RepeatsRule(repeats, repeats, 1)
+    given = dict(DEFAULT_AUTO) if repeats == "auto" else {**DEFAULT_AUTO, **dict(repeats)}
+    return RepeatsRule(int(given["min"]), int(given["max"]), int(given["stage"]))
+
+
+class ArmStage(NamedTuple):
+    """One variant's state: `look` is the index of the look that decided it (None: open)."""
+
+    outcome: Outcome
+    look: int | None
+    boots: int  # boots a side the decision used (or measured so far, when open)
+    gain_pct: float | None  # the change at the level that decided it, at that look
+    level: object  # that level
+
+
+class Stages(NamedTuple):
+    arms: dict[str, ArmStage]
+    look: int  # the last look that had every boot it needs (-1: not even the first)
+    needed: dict[str, int]  # configuration (the baseline too) -> boots it must have next
+    done: bool
+
+
+def _design(rule: RepeatsRule, levels: int, alpha: float, margin_pct: float) -> seq.Design:
+    # Pocock-type spending (the hunt's default): a large change is called at the first look.
+    return seq.make_design(
+        *rule, alpha / 2, POWER, margin_pct, levels, SPENDING, SPENDING, margin_pct=margin_pct
+    )
+
+
+def _decide(design: seq.Design, k: int, per: Sequence[seq.LevelStats], levels) -> ArmStage | None:
+    margin = math.log1p(design.margin)
+    best = None
+    for lv, s in zip(levels, per, strict=True):
+        gain = float(s.gain)
+        if float(s.low) > 0 and gain > margin:
+            best = best or ArmStage("faster", k, design.looks[k], 100 * math.expm1(gain), lv)
+        elif float(s.harm) < 0 and gain < -margin:
+            best = best or ArmStage("slower", k, design.looks[k], 100 * math.expm1(gain), lv)
+    if best:
+        return best
+    within = True
+    for s in per:
+        t_fut = float(seq.t_upper(design.futility_p[k], float(s.df)))
+        hi, lo = float(s.gain) + t_fut * float(s.se), float(s.gain) - t_fut * float(s.se)
+        within &= math.isfinite(hi) and hi < margin and lo > -margin
+    gain = float(per[0].gain)
+    if within:
+        return ArmStage("within margin", k, design.looks[k], 100 * math.expm1(gain), levels[0])
+    if k == len(design.looks) - 1:
+        return ArmStage("cap", k, design.looks[k], 100 * math.expm1(gain), levels[0])
+    return None
+
+
+def stage_decisions(
+    rule: RepeatsRule,
+    baseline: Sequence[Sequence[float]],
+    variants: Mapping[str, Sequence[Sequence[float]]],
+    levels: Sequence[object],
+    higher_is_better: bool = True,
+    alpha: float = 0.05,
+    margin_pct: float = 2.0,
+    baseline_name: str = "baseline",
+) -> Stages:
+    """Each variant's decision over the boots measured so far, replayed look by look.
+
+    `baseline[i][j]` / `variants[v][i][j]`: the objective at counted level i in boot j
+    (boots in index order; a value that is missing or not positive ends the sample there:
+    the workflow reads only boots that the stages asked for). A variant is judged at look
+    k once it and the baseline have n_k boots; it stops at its first decisive look. The
+    scatter is pooled over every configuration's first n_k boots (each about its own
+    mean). `needed`: the boots each configuration must have for the next look (nothing
+    once every variant is decided; the baseline while any is open)."""
+    design = _design(rule, len(levels), alpha, margin_pct)
+    arrays = {v: _clean(x, len(levels)) for v, x in variants.items()}
+    base = _clean(baseline, len(levels))
+    arms: dict[str, ArmStage] = {}
+    last = -1
+    for k, n in enumerate(design.looks):
+        open_now = [v for v in arrays if v not in arms]
+        if not open_now or base.shape[1] < n or any(arrays[v].shape[1] < n for v in open_now):
+            break
+        last = k
+        for v in open_now:
+            others = [arrays[o][:, :n] for o in arrays if o != v and arrays[o].shape[1] >= 2]
+            per = seq.look_stats(design, k, base, arrays[v], higher_is_better, others)
+            decided = _decide(design, k, per, list(levels))
+            if decided:
+                arms[v] = decided
+    for v, x in arrays.items():
+        arms.setdefault(v, ArmStage("open", None, min(x.shape[1], base.shape[1]), None, None))
+    still = [v for v in arrays if arms[v].outcome == "open"]
+    want = design.looks[last + 1] if still and last + 1 < len(design.looks) else None
+    needed = {} if want is None else {v: want for v in (baseline_name, *still)}
+    return Stages(arms, last, needed, not still)
+
+
+def _clean(values: Sequence[Sequence[float]], levels: int) -> np.ndarray:
+    """levels × boots, cut at the first boot with a missing or non-positive value."""
+    rows = [list(r) for r in values] or [[] for _ in range(levels)]
+    n = min((len(r) for r in rows), default=0)
+    for j in range(n):
+        if any(
+            r[j] is None or not (float(r[j]) > 0) or not math.isfinite(float(r[j])) for r in rows
+        ):
+            n = j
+            break
+    return np.asarray([[float(v) for v in r[:n]] for r in rows], dtype=float).reshape(levels, n)
+
+
+class BootCost(NamedTuple):
+    """What a staged sweep would spend, in boots of one (stack, model) group."""
+
+    expected: float  # mean over the simulated draws
+    worst: int  # every configuration to the cap
+    fixed_min: int  # the first stage only
+
+
+def simulate_boots(
+    rule: RepeatsRule,
+    variants: int,
+    levels: int,
+    cv: float,
+    gains: Sequence[float] | None = None,
+    draws: int = 100,
+    seed: int = 0,
+    margin_pct: float = 2.0,
+) -> BootCost:
+    """Boots (baseline included) a group of `variants` + 1 configurations would take at
+    boot scatter `cv` (lognormal), each variant's true change `gains[i]` (a fraction, at
+    every level; default 0: the costly case, no change), over `draws` simulated sweeps."""
+    rng = np.random.default_rng(seed)
+    gains = list(gains) if gains is not None else [0.0] * variants
+    sigma = math.sqrt(math.log1p(cv**2))
+    names = [f"v{i}" for i in range(variants)]
+    total = 0
+    for _ in range(draws):
+        base = np.exp(rng.normal(0, sigma, (levels, rule.max)))
+        arms = {
+            v: np.exp(math.log1p(g) + rng.normal(0, sigma, (levels, rule.max)))
+            for v, g in zip(names, gains, strict=True)
+        }
+        have = {v: rule.min for v in ["baseline", *names]}
+        while True:
+            s = stage_decisions(
+                rule,
+                base[:, : have["baseline"]],
+                {v: arms[v][:, : have[v]] for v in names},
+                list(range(levels)),
+                margin_pct=margin_pct,
+            )
+            if s.done or not s.needed:
+                break
+            have.update(s.needed)
+        total += sum(have.values())
+    worst = (variants + 1) * rule.max
+    return BootCost(total / draws, worst, (variants + 1) * rule.min)

@@ -1,0 +1,98 @@
+"""`repeats: auto`'s stage decision by simulation with known truth: a large change is
+called at the first look, a null runs to futility or the cap and is called faster or slower
+at most α of the time, and the decisions replay the same whatever was measured after them."""
+
+import math
+
+import numpy as np
+import pytest
+
+from servesweep.sweep.stages import repeats_rule, simulate_boots, stage_decisions
+
+LEVELS = [1, 4, 16, 64]
+
+
+def draw(rng, gain, cv, n, levels=4):
+    sigma = math.sqrt(math.log1p(cv**2))
+    return np.exp(math.log1p(gain) + rng.normal(0, sigma, (levels, n)))
+
+
+def test_repeats_rule_reads_every_form():
+    assert repeats_rule(3) == (3, 3, 1) and not repeats_rule(3).staged
+    assert repeats_rule("auto").looks == (2, 3, 4, 5, 6)
+    assert repeats_rule({"min": 2, "max": 10, "stage": 3}).looks == (2, 5, 8, 10)
+
+
+def test_a_large_change_is_decided_at_the_first_look_and_the_rest_run_on():
+    rng = np.random.default_rng(0)
+    rule = repeats_rule({"min": 2, "max": 6, "stage": 1})
+    first = 0
+    for _ in range(200):
+        s = stage_decisions(
+            rule,
+            draw(rng, 0, 0.02, 2),
+            {"fast": draw(rng, 1.0, 0.02, 2), "same": draw(rng, 0, 0.02, 2)},
+            LEVELS,
+        )
+        fast = s.arms["fast"]
+        first += fast.outcome == "faster" and fast.look == 0 and fast.boots == 2
+        still = [v for v, a in s.arms.items() if a.outcome == "open"]
+        if still:  # the baseline runs on beside the open ones, at the next look
+            assert s.needed == dict.fromkeys(["baseline", *still], 3) and not s.done
+    assert first >= 195
+
+
+def test_a_slower_variant_is_called_slower_and_latency_flips():
+    rng = np.random.default_rng(1)
+    rule = repeats_rule("auto")
+    base, slow = draw(rng, 0, 0.02, 2), draw(rng, -0.5, 0.02, 2)
+    assert stage_decisions(rule, base, {"s": slow}, LEVELS).arms["s"].outcome == "slower"
+    assert stage_decisions(rule, base, {"s": slow}, LEVELS, False).arms["s"].outcome == "faster"
+
+
+@pytest.mark.parametrize("cv", [0.02, 0.05, 0.10])
+def test_nulls_are_rarely_called_and_end_within_the_margin_or_at_the_cap(cv):
+    # A/A: two unchanged variants, boots added as the stages ask; called faster or slower
+    # at most 5 % of the time (250 sweeps, 500 variants: Monte-Carlo se 0.010 at 0.05).
+    rng = np.random.default_rng(int(cv * 100))
+    rule = repeats_rule({"min": 2, "max": 8, "stage": 2})
+    called, outcomes = 0, set()
+    for _ in range(250):
+        full = {v: draw(rng, 0, cv, rule.max) for v in ("baseline", "a", "b")}
+        have = dict.fromkeys(full, rule.min)
+        while True:
+            s = stage_decisions(
+                rule,
+                full["baseline"][:, : have["baseline"]],
+                {v: full[v][:, : have[v]] for v in ("a", "b")},
+                LEVELS,
+            )
+            if s.done:
+                break
+            have.update(s.needed)
+        for arm in s.arms.values():
+            called += arm.outcome in ("faster", "slower")
+            outcomes.add(arm.outcome)
+            assert have["baseline"] >= arm.boots
+    assert called / 500 <= 0.05 + 2 * 0.010
+    assert outcomes <= {"within margin", "cap", "faster", "slower"}
+    if cv >= 0.05:  # ±2 % cannot be shown in 8 boots at CV 5 %: the cap ends them
+        assert "cap" in outcomes
+
+
+def test_more_boots_do_not_change_an_earlier_decision():
+    rng = np.random.default_rng(4)
+    rule = repeats_rule("auto")
+    base, fast, same = draw(rng, 0, 0.02, 6), draw(rng, 1.0, 0.02, 6), draw(rng, 0, 0.02, 6)
+    first = stage_decisions(rule, base[:, :2], {"f": fast[:, :2], "s": same[:, :2]}, LEVELS)
+    later = stage_decisions(rule, base, {"f": fast, "s": same}, LEVELS)
+    assert first.arms["f"] == later.arms["f"]
+    assert later.done and later.needed == {}
+
+
+def test_simulated_cost_lies_between_the_first_stage_and_the_cap():
+    rule = repeats_rule("auto")
+    null = simulate_boots(rule, 2, 4, 0.05, draws=20)
+    big = simulate_boots(rule, 2, 4, 0.02, gains=[1.0, 1.0], draws=20)
+    assert big.fixed_min == 6 and big.expected <= 6.5  # decided at the first look, mostly
+    assert big.fixed_min <= null.expected <= null.worst == 18

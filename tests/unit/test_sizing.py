@@ -1,0 +1,99 @@
+"""The `num_prompts: auto` stop rule against simulated levels with known truth: it stops
+where it should, and the estimate it stops on is unbiased."""
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from servesweep.level import Level
+from servesweep.sizing import (
+    Batch,
+    Precision,
+    batch_estimate,
+    measured_requests,
+    num_prompts,
+    request_stop,
+    warmup_requests,
+)
+from servesweep.sweep.config import SCHEMA_PATH
+
+TOKENS = 16 * 20  # a batch of 20 requests of 16 output tokens
+
+
+def run_level(rule: Precision, rng, mean_s: float, cv: float, max_batches: int = 10_000):
+    """Batches until the rule stops: each batch's seconds lognormal about mean_s (so the
+    true throughput is TOKENS / mean_s), its first batch twice as slow (the ramp)."""
+    sigma = math.sqrt(math.log1p(cv**2))
+    batches, elapsed = [], 0.0
+    for k in range(max_batches):
+        d = mean_s * math.exp(rng.normal(-(sigma**2) / 2, sigma)) * (2.0 if k == 0 else 1.0)
+        batches.append(Batch(TOKENS, d))
+        elapsed += d
+        stop = request_stop(rule, batches, elapsed, 20 * len(batches))
+        if stop.stop:
+            return stop, len(batches)
+    raise AssertionError("never stopped")
+
+
+def test_precision_stop_is_unbiased_and_reaches_its_target():
+    # Truth: 320 tokens a batch, mean 1 s; the ratio's truth is TOKENS / E[d] = 320 tok/s.
+    rng = np.random.default_rng(7)
+    rule = Precision(rse_pct=2.0, min_batches=5, max_s=1e9, max_requests=10**9)
+    ests, rses, sizes = [], [], []
+    for _ in range(2000):
+        stop, n = run_level(rule, rng, 1.0, 0.15)
+        assert stop.reason == "precision" and n >= rule.min_batches + 1
+        ests.append(stop.estimate.value)
+        rses.append(stop.estimate.rse)
+        sizes.append(n)
+    truth = TOKENS / 1.0
+    ests = np.asarray(ests)
+    # Unbiased to within 0.5 % (the Monte-Carlo se of the mean is about 0.05 %).
+    assert abs(ests.mean() / truth - 1) < 0.005
+    assert max(rses) <= 0.02
+    # The precision delivered: the estimates' spread about the truth is near the target
+    # (2 %: a stop at RSE <= 2 % with a noisy RSE gives a little more, never much more).
+    assert 0.01 < ests.std() / truth < 0.03
+    # CV 15 % a batch: RSE 2 % needs about (0.15 / 0.02)^2 = 56 batches.
+    assert 30 < np.median(sizes) < 90
+
+
+def test_a_quiet_level_stops_at_the_minimum_and_a_noisy_one_at_the_cap():
+    rng = np.random.default_rng(1)
+    quiet, n = run_level(Precision(min_batches=5, max_s=1e9), rng, 1.0, 0.01)
+    assert (quiet.reason, n) == ("precision", 6)  # 5 counted after the discarded first
+    noisy, n = run_level(Precision(min_batches=5, max_s=30.0), rng, 1.0, 0.8)
+    assert noisy.reason == "cap" and noisy.estimate.rse > 0.02
+    many, n = run_level(Precision(min_batches=5, max_s=1e9, max_requests=200), rng, 1.0, 0.8)
+    assert many.reason == "max_requests" and n == 10  # 20 requests a batch
+
+
+def test_the_ratio_estimators_se_matches_the_spread_of_its_estimates():
+    # Fixed 40 batches, tokens and seconds both varying: the mean reported RSE against the
+    # spread of the estimates over 4000 levels (independent of the code's formula).
+    rng = np.random.default_rng(3)
+    est, rse = [], []
+    for _ in range(4000):
+        d = rng.gamma(4.0, 0.25, 41)
+        x = TOKENS * rng.uniform(0.8, 1.2, 41)
+        e = batch_estimate([Batch(a, b) for a, b in zip(x, d, strict=True)])
+        est.append(e.value)
+        rse.append(e.rse)
+    spread = np.std(est) / np.mean(est)
+    assert np.mean(rse) == pytest.approx(spread, rel=0.1)
+    assert batch_estimate([Batch(TOKENS, 1.0)] * 2).rse is None  # one counted batch
+
+
+def test_precision_defaults_are_the_schemas_and_auto_keeps_the_count_rule_apart():
+    bench = yaml.safe_load(SCHEMA_PATH.read_text())["properties"]["benchmark"]["properties"]
+    schema = {k: v["default"] for k, v in bench["precision"]["properties"].items()}
+    assert schema == Precision()._asdict()
+    rule = {"per_level": 1, "min": 20, "max": 100000}
+    assert [num_prompts(rule, Level.parse(c)) for c in (1, 10, 64)] == [20, 20, 64]
+    auto = {"num_prompts": "auto", "precision": {"max_requests": 300}, "warmup": "auto"}
+    assert measured_requests(auto, Level.parse(64)) == 300
+    assert warmup_requests(auto, Level.parse(64)) == 64
+    assert Precision().batch_size(Level.parse(1)) == 10
+    assert Precision().batch_size(Level.parse(64)) == 64
