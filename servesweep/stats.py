@@ -585,6 +585,40 @@ def variance_components(
     return VarianceComponents(between, within, b_df, w_df, n0, source, boots, configurations)
 
 
+def components_from_sampling(
+    samples: Sequence[Sequence[float]],
+    sampling: Sequence[Sequence[float]],
+    sampling_df: Sequence[Sequence[float]],
+    per_boot: float,
+) -> VarianceComponents:
+    """Components where each boot measured a level once but knows its own sampling error:
+    `samples` per configuration its boots' logs, `sampling` each boot's variance of its
+    own log value (its relative standard error squared: `servesweep.sizing`'s batch means
+    over the level's requests), `sampling_df` that estimate's df (its batches - 1). The
+    boots' pooled scatter MS_B estimates σ_B² + v, the boots' mean sampling variance v
+    (pooled by df) estimates v, so σ_B² = MS_B - v (truncated at 0, Satterthwaite's df)
+    and `within` = v × `per_boot` (one request's, `per_boot` the requests a boot sent).
+    `source` batches."""
+    pool = scatter([np.asarray(x, dtype=float) for x in samples], logs=True)
+    v = np.concatenate([np.asarray(x, dtype=float) for x in sampling] or [np.zeros(0)])
+    d = np.concatenate([np.asarray(x, dtype=float) for x in sampling_df] or [np.zeros(0)])
+    ok = ~np.isnan(v) & (d > 0)
+    boots = sum(len(x) for x in samples)
+    configurations = sum(1 for x in samples if len(x))
+    if not ok.any() or not float(pool.df) > 0:
+        total = VarianceComponents(
+            float(pool.variance), math.nan, float(pool.df), 0.0, 1.0, "total", boots,
+            configurations,
+        )  # fmt: skip
+        return total
+    df_v = float(d[ok].sum())
+    mean_v = float((v[ok] * d[ok]).sum() / df_v)
+    between, _, b_df, _ = _ms_components(mean_v * df_v, df_v, float(pool.ss), float(pool.df), 1.0)
+    return VarianceComponents(
+        between, mean_v * per_boot, b_df, df_v, per_boot, "batches", boots, configurations
+    )
+
+
 def cost_optimal_per_boot(
     between: float, within: float, boot_cost: float, measurement_cost: float
 ) -> float:

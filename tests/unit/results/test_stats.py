@@ -308,3 +308,40 @@ def test_plan_boots_sizes_boots_for_the_measurements_it_picks():
     # Cheaper than the same precision at the default 20 measurements a boot.
     at_20 = stats.boots_for_half_width(0.0004, 0.09, 20, 5.0)
     assert plan.cost < at_20 * (120 + 20 * 0.5)
+
+
+@pytest.mark.parametrize("sigma_b, s_batch", [(0.05, 0.10), (0.01, 0.10)])
+def test_components_from_a_levels_own_batches_recover_known_truth(sigma_b, s_batch):
+    # Each boot measures a level once: 9 batches of 50 requests (the first discarded, as
+    # servesweep.sizing's stop rule does), each batch's seconds scattering log-sd s_batch;
+    # the boot's throughput and its RSE from sizing.batch_estimate (the num_prompts: auto
+    # rule's own), 4 configurations x 3 boots. sigma_B^2 and the within share come back.
+    from servesweep.sizing import Batch, batch_estimate
+
+    rng = np.random.default_rng(14)
+    k, per_batch = 9, 50
+    v = s_batch**2 / (k - 1)  # a boot's sampling variance of its log throughput
+    between, within, shares = [], [], []
+    for _ in range(1500):
+        logs, rse2, dfs = [], [], []
+        for c in range(4):
+            row, r2, dd = [], [], []
+            for _boot in range(3):
+                rate = 100.0 * (1 + c) * math.exp(rng.normal(0, sigma_b))
+                secs = per_batch * 20 / rate * np.exp(rng.normal(0, s_batch, k))
+                est = batch_estimate([Batch(per_batch * 20.0, float(d)) for d in secs])
+                row.append(math.log(est.value))
+                r2.append(est.rse**2)
+                dd.append(est.batches - 1)
+            logs.append(row), rse2.append(r2), dfs.append(dd)
+        vc = stats.components_from_sampling(logs, rse2, dfs, per_boot=(k - 1) * per_batch)
+        between.append(vc.between), within.append(vc.within), shares.append(vc.within_share)
+    assert vc.source == "batches" and vc.boots == 12
+    assert np.mean(within) / ((k - 1) * per_batch) == pytest.approx(v, rel=0.08)
+    truth_share = v / (sigma_b**2 + v)
+    if sigma_b**2 > v:  # rarely truncated: unbiased
+        assert np.mean(between) == pytest.approx(sigma_b**2, rel=0.08)
+    assert np.median(shares) == pytest.approx(truth_share, abs=0.1)
+    # Without a sampling error known, only the total.
+    none = stats.components_from_sampling(logs, [[math.nan] * 3] * 4, dfs, 400)
+    assert none.source == "total" and math.isnan(none.within)
