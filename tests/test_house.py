@@ -232,6 +232,15 @@ def test_record_types_are_the_documented_records(heading, record):
     assert set(typing.get_type_hints(record)) == documented_fields(heading)
 
 
+def test_verdict_columns_are_the_documented_columns():
+    # verdicts.csv: the Comparison's fields, and the stage columns collect adds under
+    # benchmark.repeats: auto.
+    from servesweep.results.judge.verdicts import Comparison
+
+    documented = documented_fields("Verdicts")
+    assert set(Comparison._fields) | {"stage_look", "stage_outcome"} == documented
+
+
 def test_the_summary_columns_are_the_record_types():
     # summary.csv's fixed columns come from servesweep.records (one declaration): the cell's
     # (named in the Summary table's prose), every one a column of a record or collect's.
