@@ -58,6 +58,9 @@ def test_the_verdict_table_comes_first_with_intervals_from_boots(sweep, tmp_path
     # on 40 √L against 0.7 on 128 √L) at every level: the guard judges it by its own scatter.
     assert "a side&#39;s own scatter" in html and "2 / 2 boots, df " in html
     assert re.search(r"Judged by their own scatter[^<]*: baseline \(cpu / synthetic\)\.", html)
+    # Beside each level's intervals, where its scatter comes from: one measurement a boot
+    # here, so only the total (cb's and the baseline's logs pooled at level 10).
+    assert f"boot scatter {100 * math.sqrt(s2):.1f} % (within a boot: not measured)" in html
     assert "faster" in html
     # Words: cb is faster at every valid level (1024 is client-bound, kept out).
     assert "cb (cpu / synthetic): " in html and "at 1–256 (faster)" in html
