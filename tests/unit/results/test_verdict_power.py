@@ -47,6 +47,26 @@ def test_the_vectorised_rule_is_the_real_one(noise, boots):
     assert checked == 12 * 4 * 5 * 4
 
 
+@pytest.mark.parametrize(
+    "noise", [Noise("plain", 0.05), Noise("first", 0.05, first_boot=(0.3, 0.7))]
+)
+def test_the_vectorised_rule_is_the_real_one_with_boots_that_differ_by_configuration(noise):
+    # A staged sweep: configurations with 2, 3, 4 or 5 boots (nan: not measured).
+    rng = np.random.default_rng(9)
+    logs = simulate_logs(rng, noise, 12, 5, [0, 0.08, 0, 0.3, -0.1], LEVELS, NAMES)
+    boots = rng.integers(2, 6, (12, 5))
+    logs = np.where(
+        np.arange(5)[None, None, None, None, :] < boots[:, :, None, None, None], logs, np.nan
+    )
+    fast = judge_fast(logs)
+    columns = [m[0] for m in FIVE]
+    for i in range(len(logs)):
+        for c in judged(Sweep(summary_of(logs[i], LEVELS), {}), first_boot="auto"):
+            want = {FASTER: 1, SLOWER: -1}.get(c.verdict, 0)
+            k, m, j = int(c.variant[1:]) - 1, columns.index(c.metric), LEVELS.index(c.level)
+            assert fast[i, k, m, j] == want, (i, c)
+
+
 @pytest.mark.slow
 def test_identical_variants_are_called_faster_or_slower_at_most_5_percent_a_family():
     rng = np.random.default_rng(1)
