@@ -32,7 +32,11 @@ configuration; CV 5 %, requests 50 %).
 - `auto-kj`: `repeats: auto` with R a level from the variance components by Kalibera &
   Jones (`servesweep.stats.cost_optimal_per_boot`: r = √(C_BOOT / c_request × σ_W² / σ_B²),
   at least R0's batches, capped as `auto`), the components known, as a previous sweep's
-  verdicts.csv gives them (the plan's advice): an upper bound of what sizing R can buy.
+  verdicts.csv gives them (the plan's advice): an upper bound of what sizing R can buy;
+- `auto-kj-5`: the same with the stage rule's margin at 5 % (`stage_decisions(...,
+  margin_pct=5)`: a variant stops adding boots once its interval lies within ±5 %, or
+  beyond +5 %); the verdict stays the judge's at the 2 % margin. At 2 % the futility bound
+  is out of reach in 6 boots at boot CV ≥ 2 %, so every unchanged variant runs to the cap.
 
 Each sweep is judged by the judge's fast path (`tests/fixtures/verdict_sim.judge_fast`,
 checked against `verdicts.compare` verdict for verdict, staged sweeps' unequal boots
@@ -42,7 +46,9 @@ or slower anywhere in the primary family), and power at +5 / +10 / +30 % (one va
 changed at every level; called faster anywhere in the primary family). The ratio: a staged
 design's GPU-minutes over the cheapest fixed `repeats` (2-16, the default requests) with
 power at least its own (less 0.03, about the Monte-Carlo error) and A/A ≤ 0.05, per
-effect ("none": no fixed repeats up to 16 is as powerful).
+effect ("none": no fixed repeats up to 16 is as powerful). For the staged designs the
+stage rule's own word (its sequential decision: faster / slower at the look that decided
+it) is printed beside the judge's on the final boots.
 
 Writes benchmarks/results/gpu_minutes.json.
 """
@@ -157,11 +163,13 @@ def judged(logs: np.ndarray, changed: bool) -> tuple[np.ndarray, np.ndarray]:
     return faster, wrong[:, 1:] if changed else wrong
 
 
-def staged(logs: np.ndarray) -> np.ndarray:
+def staged(logs: np.ndarray, margin_pct: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
     """Each sweep's boots a configuration under repeats: auto (the stage rule on the
-    objective at every level); logs beyond them are set nan."""
+    objective at every level), and the stage rule's own word on each variant (+1 faster,
+    -1 slower, 0 within the margin or at the cap)."""
     sims = logs.shape[0]
     have = np.full((sims, K), RULE.min)
+    words = np.zeros((sims, K - 1), dtype=int)
     names = [f"v{i}" for i in range(1, K)]
     for i in range(sims):
         y = np.exp(logs[i, :, 0])  # (K, L, B)
@@ -172,12 +180,14 @@ def staged(logs: np.ndarray) -> np.ndarray:
                 y[0, :, : boots["baseline"]],
                 {v: y[j + 1, :, : boots[v]] for j, v in enumerate(names)},
                 list(LEVELS),
+                margin_pct=margin_pct,
             )
             if s.done or not s.needed:
                 break
             boots.update(s.needed)
         have[i] = [boots["baseline"], *(boots[v] for v in names)]
-    return have
+        words[i] = [{"faster": 1, "slower": -1}.get(s.arms[v].outcome, 0) for v in names]
+    return have, words
 
 
 def run_design(rng, world: World, design: str, sims: int) -> dict:
@@ -190,6 +200,7 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
             "auto-boots": np.asarray(R0, dtype=float),
             "auto": auto_requests(world.within()),
             "auto-kj": kj_requests(world),
+            "auto-kj-5": kj_requests(world),
         }[design]
     per_boot = boot_seconds(requests)
     out = {"requests": requests.round(0).tolist(), "boot_s": round(per_boot, 1)}
@@ -198,11 +209,16 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
         if design.startswith("fixed"):
             have = np.full((sims, K), boots)
         else:
-            have = staged(logs)
+            have, words = staged(logs, 5.0 if design.endswith("-5") else 2.0)
             mask = np.arange(boots)[None, None, None, None, :] < have[:, :, None, None, None]
             logs = np.where(mask, logs, np.nan)
         minutes = have.sum(1) * per_boot / 60
         faster, wrong = judged(logs, label != "aa")
+        if not design.startswith("fixed"):  # the stage rule's own (sequential) word
+            seq_wrong = (words[:, 1:] if label != "aa" else words) != 0
+            out[f"seq power {label}" if label != "aa" else "seq aa"] = float(
+                (words[:, 0] == 1).mean() if label != "aa" else seq_wrong.mean()
+            )
         if label == "aa":
             out["aa"] = float(wrong.mean())
             out["gpu_minutes"] = float(minutes.mean())
@@ -245,7 +261,7 @@ def main() -> None:
     args = ap.parse_args()
     start = time.monotonic()
     rng = np.random.default_rng(20261205)
-    designs = [*(f"fixed-{b}" for b in MATCH), "auto-boots", "auto", "auto-kj"]
+    designs = [*(f"fixed-{b}" for b in MATCH), "auto-boots", "auto", "auto-kj", "auto-kj-5"]
     rows = []
     print(
         f"{'world':<52} {'design':<10} {'GPU-min':>7} {'boots':>5} {'A/A':>5} "
@@ -262,10 +278,17 @@ def main() -> None:
             print(
                 f"{world.name:<52} {design:<10} {r['gpu_minutes']:>7.1f} {r['boots']:>5.1f} "
                 f"{r['aa']:>5.3f} {r['power +5%']:>5.2f} {r['power +10%']:>5.2f} "
-                f"{r['power +30%']:>5.2f}  {'/'.join(f'{x:.0f}' for x in r['requests'])}",
+                f"{r['power +30%']:>5.2f}  {'/'.join(f'{x:.0f}' for x in r['requests'])}"
+                + (
+                    f"  (stage rule's own word: A/A {r['seq aa']:.3f}, power "
+                    + " / ".join(f"{r[f'seq power +{e:.0%}']:.2f}" for e in EFFECTS)
+                    + ")"
+                    if "seq aa" in r
+                    else ""
+                ),
                 flush=True,
             )
-        for design in ("auto", "auto-kj", "auto-boots"):
+        for design in ("auto", "auto-kj", "auto-kj-5", "auto-boots"):
             row[f"ratios {design}"] = ratios(row, design)
             found = row[f"ratios {design}"]
             print(
