@@ -33,6 +33,7 @@ configuration; CV 5 %, requests 50 %).
   Jones (`servesweep.stats.cost_optimal_per_boot`: r = √(C_BOOT / c_request × σ_W² / σ_B²),
   at least R0's batches, capped as `auto`), the components known, as a previous sweep's
   verdicts.csv gives them (the plan's advice): an upper bound of what sizing R can buy;
+- `kj-2`, `kj-3`: 2 / 3 boots (fixed) with those requests: the requests' lever alone;
 - `auto-kj-5`: the same with the stage rule's margin at 5 % (`stage_decisions(...,
   margin_pct=5)`: a variant stops adding boots once its interval lies within ±5 %, or
   beyond +5 %); the verdict stays the judge's at the 2 % margin. At 2 % the futility bound
@@ -194,6 +195,9 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
     if design.startswith("fixed"):
         boots = int(design.split("-")[1])
         requests = np.asarray(R0, dtype=float)
+    elif design.startswith("kj-"):  # fixed boots, requests by Kalibera & Jones
+        boots = int(design.split("-")[1])
+        requests = kj_requests(world)
     else:
         boots = RULE.max
         requests = {
@@ -206,7 +210,7 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
     out = {"requests": requests.round(0).tolist(), "boot_s": round(per_boot, 1)}
     for label, truths in [("aa", [0.0] * K), *((f"+{e:.0%}", [0, e, 0, 0, 0]) for e in EFFECTS)]:
         logs = draw(rng, world, sims, boots, truths, requests)
-        if design.startswith("fixed"):
+        if design.startswith(("fixed", "kj-")):
             have = np.full((sims, K), boots)
         else:
             have, words = staged(logs, 5.0 if design.endswith("-5") else 2.0)
@@ -214,7 +218,7 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
             logs = np.where(mask, logs, np.nan)
         minutes = have.sum(1) * per_boot / 60
         faster, wrong = judged(logs, label != "aa")
-        if not design.startswith("fixed"):  # the stage rule's own (sequential) word
+        if design.startswith("auto"):  # the stage rule's own (sequential) word
             seq_wrong = (words[:, 1:] if label != "aa" else words) != 0
             out[f"seq power {label}" if label != "aa" else "seq aa"] = float(
                 (words[:, 0] == 1).mean() if label != "aa" else seq_wrong.mean()
@@ -261,7 +265,8 @@ def main() -> None:
     args = ap.parse_args()
     start = time.monotonic()
     rng = np.random.default_rng(20261205)
-    designs = [*(f"fixed-{b}" for b in MATCH), "auto-boots", "auto", "auto-kj", "auto-kj-5"]
+    designs = [*(f"fixed-{b}" for b in MATCH), "kj-2", "kj-3", "auto-boots", "auto", "auto-kj"]
+    designs.append("auto-kj-5")
     rows = []
     print(
         f"{'world':<52} {'design':<10} {'GPU-min':>7} {'boots':>5} {'A/A':>5} "
@@ -270,7 +275,7 @@ def main() -> None:
     for world in worlds():
         row = {"world": world.name, **world._asdict()}
         for design in designs:
-            sims = args.fixed_seeds if design.startswith("fixed") else args.seeds
+            sims = args.seeds if design.startswith("auto") else args.fixed_seeds
             r = run_design(rng, world, design, sims)
             row[design] = r
             if design.startswith("fixed") and int(design.split("-")[1]) not in FIXED:
@@ -288,7 +293,7 @@ def main() -> None:
                 ),
                 flush=True,
             )
-        for design in ("auto", "auto-kj", "auto-kj-5", "auto-boots"):
+        for design in ("auto", "auto-kj", "auto-kj-5", "auto-boots", "kj-2", "kj-3"):
             row[f"ratios {design}"] = ratios(row, design)
             found = row[f"ratios {design}"]
             print(

@@ -259,7 +259,7 @@ def test_variance_components_recover_known_truth_and_cover_it(sigma_b, sigma_w):
     b = np.array([g.between for g in got])
     b_df = np.array([g.between_df for g in got])
     positive = b > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         lo_b = b * b_df / chi2.ppf(0.975, np.maximum(b_df, 1e-9))
         hi_b = b * b_df / chi2.ppf(0.025, np.maximum(b_df, 1e-9))
     covered = positive & (lo_b <= sigma_b**2) & (sigma_b**2 <= hi_b)
