@@ -34,6 +34,9 @@ configuration; CV 5 %, requests 50 %).
   at least R0's batches, capped as `auto`), the components known, as a previous sweep's
   verdicts.csv gives them (the plan's advice): an upper bound of what sizing R can buy;
 - `kj-2`, `kj-3`: 2 / 3 boots (fixed) with those requests: the requests' lever alone;
+- `kjs-2`, `kjs-3`: 2 / 3 boots with R from the components when one boot serves every
+  level (`sweep_requests`: the boot's cost shared, every level sampled alike); and per
+  world the ceiling of the requests' lever in this cost model (`requests_bound`);
 - `auto-kj-5`: the same with the stage rule's margin at 5 % (`stage_decisions(...,
   margin_pct=5)`: a variant stops adding boots once its interval lies within ±5 %, or
   beyond +5 %); the verdict stays the judge's at the 2 % margin. At 2 % the futility bound
@@ -135,6 +138,34 @@ def kj_requests(world: World) -> np.ndarray:
     return np.asarray(out)
 
 
+def sweep_requests(world: World) -> np.ndarray:
+    """R a level when one boot serves every level: minimise (C_BOOT + Σ r_l c_l) ×
+    (σ_B² + u) with every level's sampling σ_W,l² / r_l = u (the same precision at each):
+    u = √(A σ_B² / C_BOOT), A = Σ σ_W,l² c_l (Kalibera & Jones' argument with the boot's
+    cost shared by the levels), at least R0, capped as `auto` is."""
+    within = world.within()
+    a = float(sum(w * c for w, c in zip(within, C_REQUEST, strict=True)))
+    u = math.sqrt(a * world.boot_cv**2 / C_BOOT)
+    caps = [min(PRECISION.max_requests, PRECISION.max_s / c) for c in C_REQUEST]
+    return np.asarray(
+        [min(max(w / u, r0), cap) for w, r0, cap in zip(within, R0, caps, strict=True)]
+    )
+
+
+def requests_bound(world: World) -> float:
+    """At best, what sizing requests can save at equal precision of a boot value (cost x
+    variance, every level alike) against the default requests, before any cap or floor
+    (it may send fewer than R0): the request lever's ceiling in this cost model."""
+    within = world.within()
+    s_b2 = world.boot_cv**2
+    a = float(sum(w * c for w, c in zip(within, C_REQUEST, strict=True)))
+    u = math.sqrt(a * s_b2 / C_BOOT)
+    warmups = float(sum(lv * c for lv, c in zip(LEVELS, C_REQUEST, strict=True)))
+    best = (C_BOOT + warmups + a / u) * (s_b2 + u)
+    default = boot_seconds(np.asarray(R0, dtype=float)) * (s_b2 + float(within[0]) / R0[0])
+    return best / default
+
+
 def boot_seconds(requests: np.ndarray) -> float:
     """One boot: C_BOOT and every level's warm-up wave and measured requests."""
     return C_BOOT + float(
@@ -198,6 +229,9 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
     elif design.startswith("kj-"):  # fixed boots, requests by Kalibera & Jones
         boots = int(design.split("-")[1])
         requests = kj_requests(world)
+    elif design.startswith("kjs-"):  # fixed boots, requests with the boot shared by levels
+        boots = int(design.split("-")[1])
+        requests = sweep_requests(world)
     else:
         boots = RULE.max
         requests = {
@@ -210,7 +244,7 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
     out = {"requests": requests.round(0).tolist(), "boot_s": round(per_boot, 1)}
     for label, truths in [("aa", [0.0] * K), *((f"+{e:.0%}", [0, e, 0, 0, 0]) for e in EFFECTS)]:
         logs = draw(rng, world, sims, boots, truths, requests)
-        if design.startswith(("fixed", "kj-")):
+        if design.startswith(("fixed", "kj-", "kjs-")):
             have = np.full((sims, K), boots)
         else:
             have, words = staged(logs, 5.0 if design.endswith("-5") else 2.0)
@@ -265,7 +299,8 @@ def main() -> None:
     args = ap.parse_args()
     start = time.monotonic()
     rng = np.random.default_rng(20261205)
-    designs = [*(f"fixed-{b}" for b in MATCH), "kj-2", "kj-3", "auto-boots", "auto", "auto-kj"]
+    designs = [*(f"fixed-{b}" for b in MATCH), "kj-2", "kj-3", "kjs-2", "kjs-3", "auto-boots"]
+    designs += ["auto", "auto-kj"]
     designs.append("auto-kj-5")
     rows = []
     print(
@@ -293,7 +328,21 @@ def main() -> None:
                 ),
                 flush=True,
             )
-        for design in ("auto", "auto-kj", "auto-kj-5", "auto-boots", "kj-2", "kj-3"):
+        row["requests_bound"] = requests_bound(world)
+        print(
+            f"{'':<52} at best, sizing requests costs {row['requests_bound']:.2f} x the "
+            "default requests at equal precision (cost model, no caps)"
+        )
+        for design in (
+            "auto",
+            "auto-kj",
+            "auto-kj-5",
+            "auto-boots",
+            "kj-2",
+            "kj-3",
+            "kjs-2",
+            "kjs-3",
+        ):
             row[f"ratios {design}"] = ratios(row, design)
             found = row[f"ratios {design}"]
             print(
