@@ -30,8 +30,8 @@ values and by simulation with known truth (tests/unit/results/test_stats.py):
 - `variance_components`: where a boot mean's scatter comes from, boot to boot (σ_B²) or
   within a boot (σ_W², one measurement's), by the nested one-way random-effects ANOVA
   pooled over configurations (or with σ_W² from a level's own time batches);
-  `cost_optimal_per_boot`, `boots_for_half_width` and `plan_boots` what to spend next
-  (Kalibera & Jones 2013);
+  `cost_optimal_per_boot` (one level), `shared_boot_per_level` (a boot's levels together),
+  `boots_for_half_width` and `plan_boots` what to spend next (Kalibera & Jones 2013);
 - `describe` and `welch`: plain summaries and Welch's interval on raw values (boot times,
   the capacity comparison).
 """
@@ -636,6 +636,29 @@ def cost_optimal_per_boot(
     if between <= 0:
         return math.inf if within > 0 else 1.0
     return max(1.0, math.sqrt(boot_cost / measurement_cost * within / between))
+
+
+def shared_boot_per_level(
+    between: float, within: Sequence[float], boot_cost: float, measurement_costs: Sequence[float]
+) -> list[float]:
+    """Measurements a level when one boot serves every level: n boots cost
+    n (c_boot + Σ r_l c_l); asking every level's sampling to be alike, σ_W,l² / r_l = u, a
+    boot value's variance is σ_B² + u, and cost × variance is least at
+    u = √(A σ_B² / c_boot), A = Σ σ_W,l² c_l, so r_l = σ_W,l² / u (Kalibera & Jones'
+    argument with the boot's cost shared by the levels; one level gives
+    `cost_optimal_per_boot`). `within`: each level's σ_W² of one measurement; inf where
+    boots do not scatter; nan without the components."""
+    w = np.asarray(within, dtype=float)
+    c = np.asarray(measurement_costs, dtype=float)
+    if math.isnan(between) or np.isnan(w).any() or np.isnan(c).any():
+        return [math.nan] * len(w)
+    a = float((w * c).sum())
+    if between <= 0 or boot_cost <= 0:
+        return [math.inf if x > 0 else 1.0 for x in w]
+    if a <= 0:
+        return [1.0] * len(w)
+    u = math.sqrt(a * between / boot_cost)
+    return [max(1.0, float(x / u)) for x in w]
 
 
 class BootPlan(NamedTuple):

@@ -25,7 +25,7 @@ PACKAGE = ROOT / "servesweep"
 MAX_MODULE_LINES = 500
 LONGER_MODULES: dict[str, tuple[int, str]] = {  # "servesweep/x.py": (cap, why)
     "servesweep/stats.py": (
-        700,
+        750,
         "the one statistical core: the verdicts' maths and the variance components that "
         "size what they cost (issue 35), read together",
     ),

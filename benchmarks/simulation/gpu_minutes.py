@@ -139,17 +139,12 @@ def kj_requests(world: World) -> np.ndarray:
 
 
 def sweep_requests(world: World) -> np.ndarray:
-    """R a level when one boot serves every level: minimise (C_BOOT + Σ r_l c_l) ×
-    (σ_B² + u) with every level's sampling σ_W,l² / r_l = u (the same precision at each):
-    u = √(A σ_B² / C_BOOT), A = Σ σ_W,l² c_l (Kalibera & Jones' argument with the boot's
-    cost shared by the levels), at least R0, capped as `auto` is."""
+    """R a level when one boot serves every level (`stats.shared_boot_per_level`), at
+    least R0, capped as `auto` is."""
     within = world.within()
-    a = float(sum(w * c for w, c in zip(within, C_REQUEST, strict=True)))
-    u = math.sqrt(a * world.boot_cv**2 / C_BOOT)
+    r = stats.shared_boot_per_level(world.boot_cv**2, within, C_BOOT, C_REQUEST)
     caps = [min(PRECISION.max_requests, PRECISION.max_s / c) for c in C_REQUEST]
-    return np.asarray(
-        [min(max(w / u, r0), cap) for w, r0, cap in zip(within, R0, caps, strict=True)]
-    )
+    return np.asarray([min(max(x, r0), cap) for x, r0, cap in zip(r, R0, caps, strict=True)])
 
 
 def requests_bound(world: World) -> float:

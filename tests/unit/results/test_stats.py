@@ -345,3 +345,18 @@ def test_components_from_a_levels_own_batches_recover_known_truth(sigma_b, s_bat
     # Without a sampling error known, only the total.
     none = stats.components_from_sampling(logs, [[math.nan] * 3] * 4, dfs, 400)
     assert none.source == "total" and math.isnan(none.within)
+
+
+def test_shared_boot_per_level_minimises_cost_times_variance():
+    # Brute force over u (every level's sampling variance sigma_W,l^2 / r_l = u): the cost
+    # of a boot times a boot value's variance is least where the function puts it; one
+    # level is cost_optimal_per_boot.
+    s_b, w, c_b, c = 0.0025, [0.05, 0.05, 0.64, 2.56], 87.0, [0.221, 0.0356, 0.018, 0.0209]
+    got = stats.shared_boot_per_level(s_b, w, c_b, c)
+    u_grid = np.geomspace(1e-6, 1, 200_001)
+    cost = (c_b + sum(wl * cl for wl, cl in zip(w, c, strict=True)) / u_grid) * (s_b + u_grid)
+    u_best = u_grid[np.argmin(cost)]
+    assert got == pytest.approx([wl / u_best for wl in w], rel=1e-3)
+    one = stats.shared_boot_per_level(0.01, [0.04], 120.0, [0.5])
+    assert one[0] == pytest.approx(stats.cost_optimal_per_boot(0.01, 0.04, 120.0, 0.5))
+    assert stats.shared_boot_per_level(0.0, [0.04], 1, [1]) == [math.inf]
