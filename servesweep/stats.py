@@ -14,11 +14,11 @@ values and by simulation with known truth (tests/unit/results/test_stats.py):
   configurations on one host scatter alike in relative terms, so a cell of 2 boots borrows
   the degrees of freedom of the others' (Dunnett's many-to-one comparisons pool the same
   way). `scatter_agrees` is the guard for a configuration whose own scatter is larger: its
-  scatter, standardised by the rest's at every level it has, summed over levels (a
-  configuration that makes boots noisier does so at every level, and 2 boots give 1 degree
-  of freedom a level: summing over 4 levels gives the test 4), one-sided F at
-  GUARD_LEVEL; a side that fails it is judged by its own scatter ratio times the rest's
-  variance (`scaled_side`; Welch–Satterthwaite for the comparison). The pool keeps every
+  scatter against the rest's at every level it has, each level's exact one-sided F p
+  combined over the levels by Fisher's method (a configuration that makes boots noisier
+  does so at every level, and 2 boots give 1 degree of freedom a level), at GUARD_LEVEL;
+  a side that fails it is judged by its own scatter ratio times the rest's variance
+  (`scaled_side`; Welch–Satterthwaite for the comparison). The pool keeps every
   configuration: leaving the flagged ones out biases it low (A/A 7 % instead of 5 %);
 - `contrast`: one comparison's log difference, its standard error and degrees of freedom,
   and which variance it used; `RatioInterval` its 95 % interval as a ratio;
@@ -27,6 +27,11 @@ values and by simulation with known truth (tests/unit/results/test_stats.py):
   `first_boot_scatter`: whether first boots deviate more than boots scatter, any sign;
 - `boots_needed`: how many boots a side would resolve a change, from the pooled scatter,
   and `PRACTICAL_MAX_BOOTS`, past which more boots is the wrong advice;
+- `variance_components`: where a boot mean's scatter comes from, boot to boot (σ_B²) or
+  within a boot (σ_W², one measurement's), by the nested one-way random-effects ANOVA
+  pooled over configurations (or with σ_W² from a level's own time batches);
+  `cost_optimal_per_boot` (one level), `shared_boot_per_level` (a boot's levels together),
+  `boots_for_half_width` and `plan_boots` what to spend next (Kalibera & Jones 2013);
 - `describe` and `welch`: plain summaries and Welch's interval on raw values (boot times,
   the capacity comparison).
 """
@@ -221,13 +226,30 @@ def scatter_ratio(own: Scatter, rest: Scatter) -> ScatterRatio:
 
 
 def scatter_agrees(own: Scatter, rest: Scatter, level: float = GUARD_LEVEL):
-    """Whether a side's own scatter agrees with the rest of the pool's (`scatter_ratio`):
-    under the premise the ratio is F(df, rest df); a side is flagged when it is above the
-    one-sided `level` critical value. True (agrees) where there is nothing to test."""
-    r = scatter_ratio(own, rest)
+    """Whether a side's own scatter agrees with the rest of the pool's, over its levels (the
+    last axis). At each level where both have df, under the premise its variance over the
+    rest's is F(own df, rest df): that level's one-sided p is exact and uniform; the levels'
+    p are independent (separate boots), so Fisher's -2 Σ log p is chi-squared with 2 × the
+    levels used (Fisher 1932). A side is flagged when that combined p is below `level`.
+    True (agrees) where there is nothing to test.
+
+    Why not the mean of the levels' ratios against F(Σ own df, Σ rest df) (the rule before):
+    each level's ratio has its own denominator of few df (4 at 2 boots among 5
+    configurations), and a mean of such ratios is far heavier-tailed than one F with the
+    summed df: under the premise it flagged 24 / 20 / 16 % of configurations at 2 / 3 / 5
+    boots instead of 10 % (benchmarks/simulation/guard_calibration.py)."""
+    own_ss, own_df = np.asarray(own.ss, dtype=float), np.asarray(own.df, dtype=float)
+    rest_ss, rest_df = np.asarray(rest.ss, dtype=float), np.asarray(rest.df, dtype=float)
+    usable = (own_df > 0) & (rest_df > 0) & (rest_ss > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        crit = sps.f.isf(level, np.maximum(r.df, 1), np.maximum(r.rest_df, 1))
-    return (np.asarray(r.df) == 0) | (r.ratio <= crit)
+        f = np.where(
+            usable, (own_ss / np.maximum(own_df, 1)) / (rest_ss / np.maximum(rest_df, 1)), 0
+        )
+        p = np.where(usable, sps.f.sf(f, np.maximum(own_df, 1), np.maximum(rest_df, 1)), 1.0)
+        fisher = np.where(usable, -2 * np.log(np.maximum(p, 1e-300)), 0.0).sum(axis=-1)
+    used = usable.sum(axis=-1)
+    combined = np.where(used > 0, sps.chi2.sf(fisher, 2 * np.maximum(used, 1)), 1.0)
+    return (used == 0) | (combined >= level)
 
 
 class SideVariance(NamedTuple):
@@ -452,3 +474,239 @@ def boots_needed(
     widths = sps.t.ppf(1 - alpha / 2, configurations * (n - 1)) * s * np.sqrt(2.0 / n)
     enough = np.flatnonzero(widths <= math.log1p(resolve_pct / 100))
     return int(n[enough[0]]) if len(enough) else None
+
+
+# ---- variance components: where a boot mean's scatter comes from ------------------------
+
+
+class VarianceComponents(NamedTuple):
+    """One level and metric's scatter on the log scale, pooled over configurations: a boot's
+    value is the mean of `per_boot` measurements (in-boot repeats, or requests), so its
+    variance is `between` + `within` / `per_boot`.
+
+    `between` (σ_B²): boot to boot, truncated at 0; `within` (σ_W²): one measurement's within
+    a boot; each with its degrees of freedom (`between_df` Satterthwaite's; 0 where the
+    estimate is truncated). `source`: `in_boot` (benchmark.repeats_in_boot ≥ 2),
+    `batches` (a level's own requests in time batches), or `total` (only the boot means'
+    total is known: `within` nan)."""
+
+    between: float
+    within: float
+    between_df: float
+    within_df: float
+    per_boot: float  # measurements in one boot's value (n0 where boots differ)
+    source: str
+    boots: int  # boots in all, over the configurations
+    configurations: int
+
+    @property
+    def boot_variance(self) -> float:
+        """The variance of one boot's value: σ_B² + σ_W² / R (the total where only it is
+        known)."""
+        if math.isnan(self.within):
+            return self.between
+        return self.between + self.within / self.per_boot
+
+    @property
+    def within_share(self) -> float:
+        """The share of a boot value's variance that is the measurements' sampling
+        (σ_W² / R over σ_B² + σ_W² / R): what more measurements in a boot would remove."""
+        total = self.boot_variance
+        return (self.within / self.per_boot) / total if total > 0 else math.nan
+
+    @property
+    def between_share(self) -> float:
+        return 1 - self.within_share
+
+
+def _ms_components(
+    ss_w: float, df_w: float, ss_b: float, df_b: float, n0: float
+) -> tuple[float, float, float, float]:
+    """(σ_B², σ_W², df of σ_B², df of σ_W²) from the two mean squares: E[MS_W] = σ_W²,
+    E[MS_B] = σ_W² + n0 σ_B². σ_B² = (MS_B - MS_W) / n0, truncated at 0; its df by
+    Satterthwaite (1946): (MS_B - MS_W)² / (MS_B² / df_B + MS_W² / df_W)."""
+    ms_w = ss_w / df_w if df_w > 0 else math.nan
+    ms_b = ss_b / df_b if df_b > 0 else math.nan
+    if math.isnan(ms_b) or math.isnan(ms_w) or n0 <= 0:
+        return math.nan, ms_w, math.nan, float(df_w)
+    diff = ms_b - ms_w
+    if diff <= 0:
+        return 0.0, ms_w, 0.0, float(df_w)
+    df = diff**2 / (ms_b**2 / df_b + ms_w**2 / df_w)
+    return diff / n0, ms_w, float(df), float(df_w)
+
+
+def variance_components(
+    samples: Sequence[Sequence[Sequence[float]]], source: str = "in_boot"
+) -> VarianceComponents:
+    """The nested one-way random-effects ANOVA (configuration → boot → measurement), by the
+    method of moments, on log values: `samples` holds, per configuration, its boots, each a
+    sequence of its measurements' logs (a boot may have one). Configurations differ in their
+    means (fixed: each boot is about its own configuration's mean), boots and measurements
+    are random. Unbalanced groups: MS_B's expectation is σ_W² + n0 σ_B² with
+    n0 = Σ_c (N_c - Σ_b n_cb² / N_c) / Σ_c (b_c - 1) (Sokal & Rohlf, Biometry, nested
+    ANOVA with unequal sample sizes); n0 is the R of the boot's variance σ_B² + σ_W² / R.
+    Without two measurements in any boot, `within` is nan and `between` the boot means'
+    pooled variance (all of it): `source` total.
+
+    `source` says what the measurements are: `in_boot` (benchmark.repeats_in_boot ≥ 2) or
+    `batches` (a level measured once, its requests cut into K time batches: the boot's
+    value is about the mean of its batches, so the same model holds with σ_W² one batch's
+    scatter, the batch-means method; batches long against the requests' correlation are
+    independent)."""
+    ss_w = df_w = ss_b = df_b = 0.0
+    n0_num = 0.0
+    boots = configurations = 0
+    for config in samples:
+        groups = [np.asarray(g, dtype=float) for g in config]
+        groups = [g[~np.isnan(g)] for g in groups]
+        groups = [g for g in groups if len(g)]
+        if not groups:
+            continue
+        configurations += 1
+        boots += len(groups)
+        sizes = np.asarray([len(g) for g in groups], dtype=float)
+        means = np.asarray([g.mean() for g in groups])
+        ss_w += float(sum(((g - g.mean()) ** 2).sum() for g in groups))
+        df_w += float((sizes - 1).sum())
+        if len(groups) >= 2:
+            grand = float((sizes * means).sum() / sizes.sum())
+            ss_b += float((sizes * (means - grand) ** 2).sum())
+            df_b += len(groups) - 1
+            n0_num += float(sizes.sum() - (sizes**2).sum() / sizes.sum())
+    n0 = n0_num / df_b if df_b > 0 else math.nan
+    if df_w <= 0:  # one measurement a boot: only the boot means' total
+        total = ss_b / df_b if df_b > 0 else math.nan
+        per_boot = 1.0 if math.isnan(n0) else n0
+        return VarianceComponents(
+            total, math.nan, float(df_b), 0.0, per_boot, "total", boots, configurations
+        )
+    between, within, b_df, w_df = _ms_components(ss_w, df_w, ss_b, df_b, n0)
+    return VarianceComponents(between, within, b_df, w_df, n0, source, boots, configurations)
+
+
+def components_from_sampling(
+    samples: Sequence[Sequence[float]],
+    sampling: Sequence[Sequence[float]],
+    sampling_df: Sequence[Sequence[float]],
+    per_boot: float,
+) -> VarianceComponents:
+    """Components where each boot measured a level once but knows its own sampling error:
+    `samples` per configuration its boots' logs, `sampling` each boot's variance of its
+    own log value (its relative standard error squared: `servesweep.sizing`'s batch means
+    over the level's requests), `sampling_df` that estimate's df (its batches - 1). The
+    boots' pooled scatter MS_B estimates σ_B² + v, the boots' mean sampling variance v
+    (pooled by df) estimates v, so σ_B² = MS_B - v (truncated at 0, Satterthwaite's df)
+    and `within` = v × `per_boot` (one request's, `per_boot` the requests a boot sent).
+    `source` batches."""
+    pool = scatter([np.asarray(x, dtype=float) for x in samples], logs=True)
+    v = np.concatenate([np.asarray(x, dtype=float) for x in sampling] or [np.zeros(0)])
+    d = np.concatenate([np.asarray(x, dtype=float) for x in sampling_df] or [np.zeros(0)])
+    ok = ~np.isnan(v) & (d > 0)
+    boots = sum(len(x) for x in samples)
+    configurations = sum(1 for x in samples if len(x))
+    if not ok.any() or not float(pool.df) > 0:
+        total = VarianceComponents(
+            float(pool.variance), math.nan, float(pool.df), 0.0, 1.0, "total", boots,
+            configurations,
+        )  # fmt: skip
+        return total
+    df_v = float(d[ok].sum())
+    mean_v = float((v[ok] * d[ok]).sum() / df_v)
+    between, _, b_df, _ = _ms_components(mean_v * df_v, df_v, float(pool.ss), float(pool.df), 1.0)
+    return VarianceComponents(
+        between, mean_v * per_boot, b_df, df_v, per_boot, "batches", boots, configurations
+    )
+
+
+def cost_optimal_per_boot(
+    between: float, within: float, boot_cost: float, measurement_cost: float
+) -> float:
+    """Measurements a boot (in-boot repeats, or requests) that minimise the cost of a given
+    precision of boot means (Kalibera & Jones, "Rigorous benchmarking in reasonable time",
+    ISMM 2013): n boots of r measurements cost n (c_boot + r c_meas) and give variance
+    (σ_B² + σ_W² / r) / n; the product is least at r = sqrt(c_boot / c_meas × σ_W² / σ_B²).
+    `within` is one measurement's σ_W² (per request where the measurement is a request).
+    inf where boots do not scatter (σ_B² = 0: one boot, as many measurements as the
+    precision asks); at least 1. nan without both components."""
+    if any(math.isnan(x) for x in (between, within, boot_cost, measurement_cost)):
+        return math.nan
+    if measurement_cost <= 0:
+        return math.inf
+    if between <= 0:
+        return math.inf if within > 0 else 1.0
+    return max(1.0, math.sqrt(boot_cost / measurement_cost * within / between))
+
+
+def shared_boot_per_level(
+    between: float, within: Sequence[float], boot_cost: float, measurement_costs: Sequence[float]
+) -> list[float]:
+    """Measurements a level when one boot serves every level: n boots cost
+    n (c_boot + Σ r_l c_l); asking every level's sampling to be alike, σ_W,l² / r_l = u, a
+    boot value's variance is σ_B² + u, and cost × variance is least at
+    u = √(A σ_B² / c_boot), A = Σ σ_W,l² c_l, so r_l = σ_W,l² / u (Kalibera & Jones'
+    argument with the boot's cost shared by the levels; one level gives
+    `cost_optimal_per_boot`). `within`: each level's σ_W² of one measurement; inf where
+    boots do not scatter; nan without the components."""
+    w = np.asarray(within, dtype=float)
+    c = np.asarray(measurement_costs, dtype=float)
+    if math.isnan(between) or np.isnan(w).any() or np.isnan(c).any():
+        return [math.nan] * len(w)
+    a = float((w * c).sum())
+    if between <= 0 or boot_cost <= 0:
+        return [math.inf if x > 0 else 1.0 for x in w]
+    if a <= 0:
+        return [1.0] * len(w)
+    u = math.sqrt(a * between / boot_cost)
+    return [max(1.0, float(x / u)) for x in w]
+
+
+class BootPlan(NamedTuple):
+    """What a precision target costs: `per_boot` measurements in each of `boots` boots a
+    side (None: more than the limit), and the seconds a side."""
+
+    per_boot: int
+    boots: int | None
+    cost: float  # boots × (boot_cost + per_boot × measurement_cost); inf past the limit
+
+
+def boots_for_half_width(
+    between: float,
+    within: float,
+    per_boot: float,
+    half_width_pct: float,
+    configurations: int = 1,
+    alpha: float = ALPHA,
+    limit: int = 1000,
+) -> int | None:
+    """Boots a side for a comparison's (1 - alpha) interval to be no wider than
+    ±half_width_pct when each boot's value is the mean of `per_boot` measurements: the
+    boot variance σ_B² + σ_W² / per_boot in `boots_needed` (its t has the pool's df over
+    `configurations`). `within` nan: `between` is the boots' total as measured."""
+    variance = between if math.isnan(within) else between + within / per_boot
+    return boots_needed(variance, configurations, half_width_pct, alpha, limit)
+
+
+def plan_boots(
+    components: VarianceComponents,
+    boot_cost: float,
+    measurement_cost: float,
+    half_width_pct: float,
+    configurations: int = 1,
+    alpha: float = ALPHA,
+    per_boot_range: tuple[int, int] = (1, 100_000),
+) -> BootPlan:
+    """The cheapest way to a ±half_width_pct interval: `within` put per measurement (as
+    `cost_optimal_per_boot` takes it), r from it (rounded, within `per_boot_range`), then
+    the boots that r needs. Where the components are unknown (`within` nan), the
+    measurements stay at `components.per_boot` and only boots are sized."""
+    lo, hi = per_boot_range
+    r = cost_optimal_per_boot(components.between, components.within, boot_cost, measurement_cost)
+    if math.isnan(r):
+        r = components.per_boot
+    per_boot = int(min(hi, max(lo, round(r) if math.isfinite(r) else hi)))
+    n = boots_for_half_width(
+        components.between, components.within, per_boot, half_width_pct, configurations, alpha
+    )
+    cost = math.inf if n is None else n * (boot_cost + per_boot * measurement_cost)
+    return BootPlan(per_boot, n, cost)

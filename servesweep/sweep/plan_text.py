@@ -24,10 +24,12 @@ from servesweep.sweep.plan import (
     PlannedCell,
     Resolve,
     StagedCost,
+    earlier_records,
     plan_sweep,
     resolve_suggestion,
     staged_costs,
 )
+from servesweep.sweep.scatter_advice import scatter_advice, verdict_rows
 
 
 def duration(seconds: float) -> str:
@@ -73,6 +75,7 @@ def render(
     resolve_pct: float = AnalysisSettings().resolve_pct,
     order: str = "every cell's first boot, then every cell's second, ...",
     staged: list[StagedCost] = (),
+    advice: list[str] = (),
 ) -> str:
     """The plan as text: a header, the job table in the order the jobs run (`order` says
     which), then each cell's command and env (the same for all its boots)."""
@@ -124,6 +127,7 @@ def render(
                 "repeats can cure: see the comparisons flagged noisy in the report (CV across "
                 "boots); quieter boots, or a wider analysis.resolve_pct, settle them sooner."
             )
+    lines += advice
     lines += [
         "",
         "Launch commands (port <auto>: a free port picked at launch). Every server also gets "
@@ -222,8 +226,15 @@ def write_plan(
     planned = plan_sweep(sweep, paths)
     resolve = resolve_suggestion(sweep, paths, planned)
     staged = staged_costs(sweep, paths, planned)
+    advice = scatter_advice(verdict_rows(paths), earlier_records(paths))
     text = render(
-        planned, sweep_files, is_default, resolve, sweep.analysis["resolve_pct"], staged=staged
+        planned,
+        sweep_files,
+        is_default,
+        resolve,
+        sweep.analysis["resolve_pct"],
+        staged=staged,
+        advice=advice,
     )
     data = plan_json(planned, sweep_files, is_default, resolve, staged)
     return write_text_and_json(text, data, out_txt, out_json)

@@ -104,14 +104,28 @@ class Boots(NamedTuple):
     boots: int  # boots in all
     within_boot_cv: float  # pooled over boots with several measurements; nan otherwise
     excluded: str  # "r1: client_bound: …" for each boot kept out
+    # Each valid boot's measurements (benchmark.repeats_in_boot), and where a boot measured
+    # the level once under num_prompts: auto, its own sampling error: (RSE, its batches,
+    # its requests); empty where unknown.
+    in_boot: tuple[tuple[float, ...], ...] = ()
+    sampling: tuple[tuple[float, int, int], ...] = ()
 
     @property
     def logs(self) -> np.ndarray:
         return stats.logs_of(self.values)
 
     def without_first(self) -> Boots:
-        keep = [(r, v) for r, v in zip(self.repeats, self.values, strict=True) if r != 0]
-        return self._replace(repeats=tuple(r for r, _ in keep), values=tuple(v for _, v in keep))
+        keep = [i for i, r in enumerate(self.repeats) if r != 0]
+
+        def pick(xs: tuple) -> tuple:
+            return tuple(xs[i] for i in keep) if len(xs) == len(self.repeats) else xs
+
+        return self._replace(
+            repeats=pick(self.repeats),
+            values=pick(self.values),
+            in_boot=pick(self.in_boot),
+            sampling=pick(self.sampling),
+        )
 
 
 def _within_boot_cv(groups: list[list[float]]) -> float:
@@ -125,13 +139,14 @@ def _within_boot_cv(groups: list[list[float]]) -> float:
 
 def boot_values(rows: pd.DataFrame, column: str) -> Boots:
     """One (stack, model, variant, level)'s summary rows: each valid boot's mean value."""
-    groups, repeats, excluded = [], [], []
+    groups, repeats, excluded, sampling = [], [], [], []
     for repeat, boot in rows.groupby("repeat", sort=True):
         valid = boot[boot["valid"].astype(bool)]
         values = pd.to_numeric(valid[column], errors="coerce").dropna().tolist()
         if values:
             groups.append(values)
             repeats.append(int(repeat))
+            sampling.append(_sampling(valid))
         reasons = boot.loc[~boot["valid"].astype(bool), "invalid_reasons"].dropna().unique()
         excluded += [f"r{int(repeat)}: {r}" for r in reasons]
     return Boots(
@@ -140,7 +155,44 @@ def boot_values(rows: pd.DataFrame, column: str) -> Boots:
         int(rows["repeat"].nunique()),
         _within_boot_cv(groups),
         "; ".join(excluded),
+        tuple(tuple(float(v) for v in g) for g in groups),
+        tuple(sampling) if all(x is not None for x in sampling) else (),
     )
+
+
+def _sampling(valid: pd.DataFrame) -> tuple[float, int, int] | None:
+    """A boot's own sampling error of its level's throughput, where it measured the level
+    once and the num_prompts: auto rule recorded it (`stop_rse`, `stop_batches`,
+    `num_prompts`: docs/records.md); None otherwise."""
+    if len(valid) != 1 or "stop_rse" not in valid:
+        return None
+    row = valid.iloc[0]
+    rse, batches = row.get("stop_rse"), row.get("stop_batches")
+    requests = row.get("num_prompts")
+    if any(x is None or pd.isna(x) for x in (rse, batches, requests)):
+        return None
+    return float(rse), int(batches), int(requests)
+
+
+def level_components(boots: Mapping[Key, Boots], level) -> stats.VarianceComponents:
+    """A level's variance components on a board, pooled over its configurations
+    (stats.variance_components): from each boot's in-boot measurements where any boot has
+    two, else from each boot's own sampling error where every boot has one (a throughput
+    under num_prompts: auto), else only the total."""
+    here = [b for k, b in boots.items() if k[3] == level]
+    if any(len(g) >= 2 for b in here for g in b.in_boot):
+        return stats.variance_components(
+            [[stats.logs_of(g) for g in b.in_boot] for b in here], "in_boot"
+        )
+    if here and all(b.sampling and len(b.sampling) == len(b.values) for b in here):
+        per_boot = float(np.mean([n for b in here for _, _, n in b.sampling]))
+        return stats.components_from_sampling(
+            [b.logs for b in here],
+            [[r**2 for r, _, _ in b.sampling] for b in here],
+            [[max(0, n - 1) for _, n, _ in b.sampling] for b in here],
+            per_boot,
+        )
+    return stats.variance_components([[[y] for y in b.logs] for b in here], "in_boot")
 
 
 def with_percentiles(boots: Boots, metric: Metric, cell: tuple, level, requests) -> Boots:
@@ -177,6 +229,7 @@ class Board(NamedTuple):
     own: dict[Key, stats.Scatter]  # each cell's own scatter at a level
     agrees: dict[tuple, bool]  # (stack, model, variant) -> its scatter agrees with the rest
     ratios: dict[tuple, stats.ScatterRatio]  # (stack, model, variant) -> its scatter ratio
+    components: dict[object, stats.VarianceComponents] = {}  # level -> sigma_B, sigma_W
 
     def side(self, key: Key) -> stats.SideVariance:
         """The variance a cell at a level is judged by: the pool's where its scatter
@@ -207,7 +260,8 @@ def build_board(boots: dict[Key, Boots]) -> Board:
         ratios[cell] = stats.scatter_ratio(mine_s, rest_s)
         agrees[cell] = bool(stats.scatter_agrees(mine_s, rest_s))
     pooled = {lv: sum(1 for k, sc in own.items() if k[3] == lv and sc.df > 0) for lv in levels}
-    return Board(boots, pools, pooled, own, agrees, ratios)
+    components = {lv: level_components(boots, lv) for lv in levels}
+    return Board(boots, pools, pooled, own, agrees, ratios, components)
 
 
 def first_boots(boots: dict[Key, Boots], rule: FirstBootRule) -> dict[object, FirstBootLevel]:

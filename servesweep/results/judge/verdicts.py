@@ -96,6 +96,15 @@ class Comparison(NamedTuple):
     df: float = math.nan  # degrees of freedom of the comparison's variance
     variance: str = ""  # pooled | own | none: whose scatter it used
     first_boot: str = ""  # kept | dropped: each cell's r0 at this level
+    # Where the boots' scatter at this level and metric comes from (stats.VarianceComponents,
+    # pooled over the configurations; the interval above stays on boot means):
+    sigma_boot_pct: float = math.nan  # sigma_B, boot to boot (log scale, about a CV in %)
+    sigma_within_pct: float = math.nan  # sigma_W, one measurement within a boot
+    per_boot: float = math.nan  # measurements in a boot's value (R)
+    within_share: float = math.nan  # sigma_W^2 / R over sigma_B^2 + sigma_W^2 / R
+    df_boot: float = math.nan
+    df_within: float = math.nan
+    components_from: str = ""  # in_boot | batches | total (only sigma_B^2 + sigma_W^2 / R)
 
 
 def verdict_of(
@@ -212,6 +221,7 @@ def _comparison(board, judging, name, metric, kind, key, ref_key, first) -> Comp
     ]
     gm = [math.exp(float(b.logs.mean())) if len(b.logs) else math.nan for b in (mine, ref)]
     fb = first.get(key[3])
+    vc = board.components.get(key[3])
     return Comparison(
         stack=key[0],
         model=key[1],
@@ -241,7 +251,25 @@ def _comparison(board, judging, name, metric, kind, key, ref_key, first) -> Comp
         df=c.df,
         variance=c.variance,
         first_boot="dropped" if fb is not None and fb.dropped else "kept",
+        **(components_columns(vc) if vc is not None else {}),
     ), (board, key, c)
+
+
+def components_columns(vc: stats.VarianceComponents) -> dict:
+    """The Comparison's variance-component columns from a level's components."""
+
+    def pct(variance: float) -> float:
+        return 100 * math.sqrt(variance) if variance >= 0 else math.nan
+
+    return {
+        "sigma_boot_pct": pct(vc.between),
+        "sigma_within_pct": pct(vc.within),
+        "per_boot": vc.per_boot,
+        "within_share": vc.within_share,
+        "df_boot": vc.between_df,
+        "df_within": vc.within_df,
+        "components_from": vc.source,
+    }
 
 
 def family_of(c: Comparison) -> tuple:

@@ -79,6 +79,23 @@ def mean_text(s: CellStats | None) -> str:
     return f"{s.mean:,.1f} [{s.low:,.1f}, {s.high:,.1f}]"
 
 
+def components_text(c) -> str:
+    """Where a level's boot scatter comes from (a verdict row's variance components):
+    "σ_B 3.1 % · σ_W/√R 1.2 % (14 % of it within boots, R 20; df 6 / 40)"; the total
+    alone where a boot measured the level once and knows no sampling error."""
+    if c is None or not str(getattr(c, "components_from", "") or ""):
+        return ""
+    b, w, r = _num(c.sigma_boot_pct), _num(c.sigma_within_pct), _num(c.per_boot)
+    if c.components_from == "total":
+        return "" if math.isnan(b) else f"boot scatter {b:.1f} % (within a boot: not measured)"
+    what = "in-boot repeats" if c.components_from == "in_boot" else "requests"
+    share = _num(c.within_share)
+    return (
+        f"σ_B {b:.1f} % · σ_W/√R {w / math.sqrt(r):.1f} % ({100 * share:.0f} % within "
+        f"boots; R {r:.0f} {what}; df {_num(c.df_boot):.0f} / {_num(c.df_within):.0f})"
+    )
+
+
 def _level_cell(s: CellStats | None, rows: pd.DataFrame) -> dict:
     """The facts of one (cell, level): mean and interval over valid boots, its own CV, or
     why there is none."""
@@ -153,7 +170,21 @@ def verdict_tables(
                     cells.append(cell)
                 flag = (flags or {}).get((stack, model, variant))
                 rows.append({"variant": variant, "cells": cells, "flag": flag})
-            tables.append({"stack": stack, "model": model, "levels": levels, "rows": rows})
+            components = [
+                components_text(
+                    next((c for k, c in by.items() if k[:2] == (stack, model) and k[3] == lv), None)
+                )
+                for lv in levels
+            ]
+            tables.append(
+                {
+                    "stack": stack,
+                    "model": model,
+                    "levels": levels,
+                    "rows": rows,
+                    "components": components if any(components) else [],
+                }
+            )
     return tables
 
 

@@ -72,7 +72,10 @@ def test_a_round_of_null_candidates_through_the_whole_hunt():
     spec = make_spec({f"n{i}": {"flags": {f"n{i}": True}} for i in range(5)}, boots_max=8)
     truth = Truth(BASE, {})
     rounds = [run(spec, truth, Noise(0.02), seed).state.rounds[0] for seed in range(100)]
-    assert {r.plan.arms for r in rounds} == {5}
+    # A round whose every arm is decided at its first look, before its pool had the df to
+    # size it, runs on the cap's design (still over its 5 arms) and has no plan: 1 in 100.
+    assert {r.plan.arms for r in rounds if r.plan is not None} == {5}
+    assert sum(r.plan is None for r in rounds) <= 5
     rate = sum(r.adopted is not None for r in rounds) / len(rounds)
     assert rate <= spec.alpha + 3 * (spec.alpha * 0.975 / len(rounds)) ** 0.5
 

@@ -54,10 +54,13 @@ def test_the_verdict_table_comes_first_with_intervals_from_boots(sweep, tmp_path
     assert f"{m:,.1f} [{m * math.exp(-half):,.1f}, {m * math.exp(half):,.1f}]" in html
     delta = (m / statistics.geometric_mean(base) - 1) * 100
     assert f"Δ {delta:+.1f} %" in html
-    # The fabricated baseline scatters 3.2 x more than cb in relative terms (7 tok/s a boot
-    # on 40 √L against 128 √L) at every level: the guard judges it by its own scatter.
+    # The fabricated baseline scatters 32 x more than cb in relative terms (7 tok/s a boot
+    # on 40 √L against 0.7 on 128 √L) at every level: the guard judges it by its own scatter.
     assert "a side&#39;s own scatter" in html and "2 / 2 boots, df " in html
     assert re.search(r"Judged by their own scatter[^<]*: baseline \(cpu / synthetic\)\.", html)
+    # Beside each level's intervals, where its scatter comes from: one measurement a boot
+    # here, so only the total (cb's and the baseline's logs pooled at level 10).
+    assert f"boot scatter {100 * math.sqrt(s2):.1f} % (within a boot: not measured)" in html
     assert "faster" in html
     # Words: cb is faster at every valid level (1024 is client-bound, kept out).
     assert "cb (cpu / synthetic): " in html and "at 1–256 (faster)" in html

@@ -127,11 +127,41 @@ def test_the_guard_is_an_f_test_of_scatter():
     rest2 = stats.Scatter(np.array([0.04, 0.4]), np.array([4, 4]))
     r2 = stats.scatter_ratio(own2, rest2)
     assert r2.ratio == pytest.approx((0.02 / 0.01 + 0.2 / 0.1) / 2) and r2.df == 2
+    # Over levels, the guard combines each level's exact F p by Fisher's method (scipy's).
+    from scipy.stats import combine_pvalues
+
+    p_levels = [f.sf((0.02 / 1) / (0.04 / 4), 1, 4), f.sf((0.2 / 1) / (0.4 / 4), 1, 4)]
+    fisher = combine_pvalues(p_levels, method="fisher").pvalue
+    assert bool(stats.scatter_agrees(own2, rest2)) == (fisher >= stats.GUARD_LEVEL)
+    assert bool(stats.scatter_agrees(own2, rest2, level=fisher * 1.001)) is False
+    assert bool(stats.scatter_agrees(own2, rest2, level=fisher * 0.999)) is True
     # A scaled side: ratio times the rest's variance, df 1 / (1/df_ratio + 1/df_rest).
     side = stats.scaled_side(r2, stats.Scatter(0.4, 4))
     assert side.variance == pytest.approx(2.0 * 0.1) and side.df == pytest.approx(
         1 / (1 / 2 + 1 / 4)
     )
+
+
+@pytest.mark.parametrize("boots", [2, 3, 5])
+def test_the_guard_flags_at_its_level_under_its_premise(boots):
+    # Five configurations scattering alike at 4 levels: each is flagged 10 % of the time
+    # (the mean of the levels' ratios against one F flagged 24 / 20 / 16 %), and a
+    # configuration scattering 3x is flagged most of the time.
+    rng = np.random.default_rng(boots)
+    k, levels, sims = 5, 4, 20000
+    y = rng.normal(0, 1, (sims, k, levels, boots))
+    y[:, 1] *= 3
+    ss = ((y - y.mean(-1, keepdims=True)) ** 2).sum(-1)
+    rest = ss.sum(1, keepdims=True) - ss
+    d = np.full(ss.shape, boots - 1)
+    agrees = stats.scatter_agrees(stats.Scatter(ss, d), stats.Scatter(rest, (k - 1) * d))
+    same = y[:, [0, 2, 3, 4]]  # the premise: four alike, without the noisy one
+    ss0 = ((same - same.mean(-1, keepdims=True)) ** 2).sum(-1)
+    rest0 = ss0.sum(1, keepdims=True) - ss0
+    d0 = np.full(ss0.shape, boots - 1)
+    alike = stats.scatter_agrees(stats.Scatter(ss0, d0), stats.Scatter(rest0, 3 * d0))
+    assert abs((1 - alike.mean()) - stats.GUARD_LEVEL) < 0.01
+    assert (1 - agrees[:, 1].mean()) > {2: 0.8, 3: 0.95, 5: 0.99}[boots]
 
 
 def test_first_boot_contrast_is_the_least_squares_fit():
@@ -167,3 +197,166 @@ def test_boots_needed_by_hand():
     assert stats.boots_needed(0.03**2, 4, 2.0) == 19
     assert stats.boots_needed(0.001**2, 4, 2.0) == 2
     assert stats.boots_needed(math.nan, 4, 2.0) is None
+
+
+# ---- variance components ----------------------------------------------------------------
+
+
+def _nested(rng, sizes, sigma_b, sigma_w):
+    """Per configuration, per boot, its measurements' logs: configuration means apart, each
+    boot off by N(0, sigma_b), each measurement by N(0, sigma_w)."""
+    return [
+        [c + rng.normal(0, sigma_b) + rng.normal(0, sigma_w, n) for n in boots]
+        for c, boots in enumerate(sizes)
+    ]
+
+
+def test_variance_components_are_the_least_squares_mean_squares():
+    # Unbalanced: the two sums of squares from numpy's least squares on dummy-coded design
+    # matrices (boots after configurations: RSS(configurations) - RSS(boots)), not from
+    # the code under test; its MS_W is sigma_W^2, (MS_B - MS_W) / n0 sigma_B^2.
+    rng = np.random.default_rng(11)
+    sizes = [[3, 1, 2], [2, 2], [4, 1, 1, 2]]
+    samples = _nested(rng, sizes, 0.05, 0.03)
+    y = np.concatenate([g for c in samples for g in c])
+    config = np.concatenate([[i] * n for i, c in enumerate(sizes) for n in c])
+    boot = np.concatenate([[j] * n for j, n in enumerate(n for c in sizes for n in c)])
+
+    def rss(labels):
+        x = (labels[:, None] == np.unique(labels)[None, :]).astype(float)
+        return float(((y - x @ np.linalg.lstsq(x, y, rcond=None)[0]) ** 2).sum())
+
+    ss_w, df_w = rss(boot), len(y) - 9
+    ss_b, df_b = rss(config) - rss(boot), 9 - 3
+    n_c = [sum(c) for c in sizes]
+    n0 = sum(N - sum(n * n for n in c) / N for N, c in zip(n_c, sizes, strict=True)) / df_b
+    vc = stats.variance_components(samples)
+    assert vc.within == pytest.approx(ss_w / df_w) and vc.within_df == df_w
+    assert vc.per_boot == pytest.approx(n0)
+    assert vc.between == pytest.approx((ss_b / df_b - ss_w / df_w) / n0)
+    ms_b, ms_w = ss_b / df_b, ss_w / df_w
+    satterthwaite = (ms_b - ms_w) ** 2 / (ms_b**2 / df_b + ms_w**2 / df_w)
+    assert vc.between_df == pytest.approx(satterthwaite)
+    assert (vc.boots, vc.configurations, vc.source) == (9, 3, "in_boot")
+
+
+@pytest.mark.parametrize("sigma_b, sigma_w", [(0.05, 0.05), (0.02, 0.08)])
+def test_variance_components_recover_known_truth_and_cover_it(sigma_b, sigma_w):
+    # 3,000 unbalanced sweeps with known sigma_B, sigma_W: sigma_W^2 is unbiased and its
+    # chi-squared interval covers 95 %; sigma_B^2 (truncated at 0: biased up only by the
+    # truncation) about right, its Satterthwaite chi-squared interval covering near 95 %
+    # where truncation is rare.
+    from scipy.stats import chi2
+
+    rng = np.random.default_rng(12)
+    sizes = [[3, 3, 3, 2], [3, 3, 3], [2, 3, 3, 3, 3], [3, 3, 3]]
+    got = [stats.variance_components(_nested(rng, sizes, sigma_b, sigma_w)) for _ in range(3000)]
+    w = np.array([g.within for g in got])
+    w_df = got[0].within_df
+    assert w.mean() == pytest.approx(sigma_w**2, rel=0.02)
+    lo, hi = w * w_df / chi2.ppf(0.975, w_df), w * w_df / chi2.ppf(0.025, w_df)
+    assert abs(((lo <= sigma_w**2) & (sigma_w**2 <= hi)).mean() - 0.95) < 0.012
+    b = np.array([g.between for g in got])
+    b_df = np.array([g.between_df for g in got])
+    positive = b > 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lo_b = b * b_df / chi2.ppf(0.975, np.maximum(b_df, 1e-9))
+        hi_b = b * b_df / chi2.ppf(0.025, np.maximum(b_df, 1e-9))
+    covered = positive & (lo_b <= sigma_b**2) & (sigma_b**2 <= hi_b)
+    if sigma_b >= sigma_w:  # truncation rare: unbiased, and Satterthwaite's df hold
+        assert positive.mean() > 0.97
+        assert b.mean() == pytest.approx(sigma_b**2, rel=0.05)
+        assert 0.92 <= covered.mean() <= 0.975
+    else:  # often truncated at 0, so biased up, never down
+        assert sigma_b**2 <= b.mean() <= 3 * sigma_b**2
+    # The share of the boot mean's variance that is the measurements'.
+    r = got[0].per_boot
+    share = (sigma_w**2 / r) / (sigma_b**2 + sigma_w**2 / r)
+    assert np.median([g.within_share for g in got]) == pytest.approx(share, abs=0.12)
+
+
+def test_variance_components_with_one_measurement_a_boot_are_the_total():
+    rng = np.random.default_rng(13)
+    samples = _nested(rng, [[1, 1, 1], [1, 1]], 0.05, 0.0)
+    vc = stats.variance_components(samples)
+    pooled = stats.scatter([np.concatenate(c) for c in samples], logs=True)
+    assert vc.source == "total" and math.isnan(vc.within)
+    assert vc.between == pytest.approx(float(pooled.variance)) and vc.between_df == 3
+    assert vc.boot_variance == pytest.approx(vc.between)
+
+
+def test_the_cost_optimal_measurements_a_boot_minimise_cost_times_variance():
+    # Kalibera & Jones: n boots of r measurements cost n (c_b + r c_m), variance
+    # (s_b + s_w / r) / n; for a fixed precision the cost is proportional to
+    # (c_b + r c_m)(s_b + s_w / r): minimised by brute force over r.
+    for s_b, s_w, c_b, c_m in [(0.01, 0.04, 120.0, 0.5), (0.001, 0.09, 60, 2), (0.04, 0.01, 30, 3)]:
+        r = np.arange(1, 200_000)
+        best = r[np.argmin((c_b + r * c_m) * (s_b + s_w / r))]
+        got = stats.cost_optimal_per_boot(s_b, s_w, c_b, c_m)
+        assert abs(got - best) <= 1 or got == pytest.approx(best, rel=0.01)
+    assert stats.cost_optimal_per_boot(0.0, 0.01, 100, 1) == math.inf
+    assert stats.cost_optimal_per_boot(0.04, 0.0001, 1, 1) == 1.0
+    assert math.isnan(stats.cost_optimal_per_boot(math.nan, 0.01, 1, 1))
+
+
+def test_plan_boots_sizes_boots_for_the_measurements_it_picks():
+    vc = stats.VarianceComponents(0.0004, 0.09, 10, 100, 20, "in_boot", 10, 5)
+    plan = stats.plan_boots(vc, boot_cost=120.0, measurement_cost=0.5, half_width_pct=5.0)
+    assert plan.per_boot == round(math.sqrt(120 / 0.5 * 0.09 / 0.0004))
+    assert plan.boots == stats.boots_needed(0.0004 + 0.09 / plan.per_boot, 1, 5.0)
+    assert plan.cost == pytest.approx(plan.boots * (120 + plan.per_boot * 0.5))
+    # Cheaper than the same precision at the default 20 measurements a boot.
+    at_20 = stats.boots_for_half_width(0.0004, 0.09, 20, 5.0)
+    assert plan.cost < at_20 * (120 + 20 * 0.5)
+
+
+@pytest.mark.parametrize("sigma_b, s_batch", [(0.05, 0.10), (0.01, 0.10)])
+def test_components_from_a_levels_own_batches_recover_known_truth(sigma_b, s_batch):
+    # Each boot measures a level once: 9 batches of 50 requests (the first discarded, as
+    # servesweep.sizing's stop rule does), each batch's seconds scattering log-sd s_batch;
+    # the boot's throughput and its RSE from sizing.batch_estimate (the num_prompts: auto
+    # rule's own), 4 configurations x 3 boots. sigma_B^2 and the within share come back.
+    from servesweep.sizing import Batch, batch_estimate
+
+    rng = np.random.default_rng(14)
+    k, per_batch = 9, 50
+    v = s_batch**2 / (k - 1)  # a boot's sampling variance of its log throughput
+    between, within, shares = [], [], []
+    for _ in range(1500):
+        logs, rse2, dfs = [], [], []
+        for c in range(4):
+            row, r2, dd = [], [], []
+            for _boot in range(3):
+                rate = 100.0 * (1 + c) * math.exp(rng.normal(0, sigma_b))
+                secs = per_batch * 20 / rate * np.exp(rng.normal(0, s_batch, k))
+                est = batch_estimate([Batch(per_batch * 20.0, float(d)) for d in secs])
+                row.append(math.log(est.value))
+                r2.append(est.rse**2)
+                dd.append(est.batches - 1)
+            logs.append(row), rse2.append(r2), dfs.append(dd)
+        vc = stats.components_from_sampling(logs, rse2, dfs, per_boot=(k - 1) * per_batch)
+        between.append(vc.between), within.append(vc.within), shares.append(vc.within_share)
+    assert vc.source == "batches" and vc.boots == 12
+    assert np.mean(within) / ((k - 1) * per_batch) == pytest.approx(v, rel=0.08)
+    truth_share = v / (sigma_b**2 + v)
+    if sigma_b**2 > v:  # rarely truncated: unbiased
+        assert np.mean(between) == pytest.approx(sigma_b**2, rel=0.08)
+    assert np.median(shares) == pytest.approx(truth_share, abs=0.1)
+    # Without a sampling error known, only the total.
+    none = stats.components_from_sampling(logs, [[math.nan] * 3] * 4, dfs, 400)
+    assert none.source == "total" and math.isnan(none.within)
+
+
+def test_shared_boot_per_level_minimises_cost_times_variance():
+    # Brute force over u (every level's sampling variance sigma_W,l^2 / r_l = u): the cost
+    # of a boot times a boot value's variance is least where the function puts it; one
+    # level is cost_optimal_per_boot.
+    s_b, w, c_b, c = 0.0025, [0.05, 0.05, 0.64, 2.56], 87.0, [0.221, 0.0356, 0.018, 0.0209]
+    got = stats.shared_boot_per_level(s_b, w, c_b, c)
+    u_grid = np.geomspace(1e-6, 1, 200_001)
+    cost = (c_b + sum(wl * cl for wl, cl in zip(w, c, strict=True)) / u_grid) * (s_b + u_grid)
+    u_best = u_grid[np.argmin(cost)]
+    assert got == pytest.approx([wl / u_best for wl in w], rel=1e-3)
+    one = stats.shared_boot_per_level(0.01, [0.04], 120.0, [0.5])
+    assert one[0] == pytest.approx(stats.cost_optimal_per_boot(0.01, 0.04, 120.0, 0.5))
+    assert stats.shared_boot_per_level(0.0, [0.04], 1, [1]) == [math.inf]

