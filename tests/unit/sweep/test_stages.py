@@ -53,11 +53,12 @@ def test_a_slower_variant_is_called_slower_and_latency_flips():
 @pytest.mark.parametrize("cv", [0.02, 0.05, 0.10])
 def test_nulls_are_rarely_called_and_end_within_the_margin_or_at_the_cap(cv):
     # A/A: two unchanged variants, boots added as the stages ask; called faster or slower
-    # at most 5 % of the time (250 sweeps, 500 variants: Monte-Carlo se 0.010 at 0.05).
+    # at most 5 % of the time (750 sweeps, 1,500 variants; the two share a baseline, so
+    # their calls correlate: design effect 1.5, Monte-Carlo se 0.0069 at 0.05).
     rng = np.random.default_rng(int(cv * 100))
     rule = repeats_rule({"min": 2, "max": 8, "stage": 2})
     called, outcomes = 0, set()
-    for _ in range(250):
+    for _ in range(750):
         full = {v: draw(rng, 0, cv, rule.max) for v in ("baseline", "a", "b")}
         have = dict.fromkeys(full, rule.min)
         while True:
@@ -74,7 +75,7 @@ def test_nulls_are_rarely_called_and_end_within_the_margin_or_at_the_cap(cv):
             called += arm.outcome in ("faster", "slower")
             outcomes.add(arm.outcome)
             assert have["baseline"] >= arm.boots
-    assert called / 500 <= 0.05 + 2 * 0.010
+    assert called / 1500 <= 0.05 + 2 * 0.0069
     assert outcomes <= {"within margin", "cap", "faster", "slower"}
     if cv >= 0.05:  # ±2 % cannot be shown in 8 boots at CV 5 %: the cap ends them
         assert "cap" in outcomes
