@@ -300,7 +300,11 @@ class Contrast(NamedTuple):
         if math.isnan(self.se) or math.isnan(self.df) or self.df <= 0:
             return RatioInterval(ratio, math.nan, math.nan)
         half = t_quantile(0.5 + confidence / 2, self.df) * self.se
-        return RatioInterval(ratio, math.exp(self.estimate - half), math.exp(self.estimate + half))
+        # A df near zero makes the bound astronomically wide: +inf, not an OverflowError.
+        high = self.estimate + half
+        return RatioInterval(
+            ratio, math.exp(self.estimate - half), math.inf if high > 709 else math.exp(high)
+        )
 
 
 class RatioInterval(NamedTuple):
