@@ -64,5 +64,6 @@ def test_identical_variants_get_no_faster_or_slower_verdict(tmp_path):
         shown = render(tmp_path / "results" / "report.html", tmp_path / "report.png")
         assert shown.messages == [] and shown.empty_tables == 0
         assert shown.verdict_rows == 1 + len(names)  # header, baseline, three copies
+        assert shown.scatter_rows == 1  # σ_B and σ_W/√R beside each level's intervals
         assert shown.image_widths and all(w > 0 for w in shown.image_widths)
         keep_screenshot(shown, "aa-workflow-report.png")

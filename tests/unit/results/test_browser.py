@@ -22,6 +22,7 @@ def test_the_report_renders_in_chromium(tmp_path):
     assert shown.messages == []
     assert shown.title == "demo <sweep>"
     assert shown.verdict_rows == 1 + 4  # header + baseline, cb, bootfail, midfail
+    assert shown.scatter_rows == 1  # and where each level's boot scatter comes from
     assert len(shown.image_widths) >= 2 and all(w > 0 for w in shown.image_widths)
     assert shown.screenshot.stat().st_size > 10_000
     keep_screenshot(shown, "fixture-report.png")
