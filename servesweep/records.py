@@ -267,6 +267,7 @@ class SummaryCell(TypedDict):
     failure_stage: str | None
     failure_cause: str | None
     boot_s: float | None
+    machine: str | None  # MachineFacts' key: which hardware measured the boot
 
 
 class LevelGates(TypedDict):
@@ -346,6 +347,25 @@ class CellSpec(TypedDict):
     slo: NotRequired[dict[str, Any]]  # benchmark.search only: the SLO it searches under
 
 
+class MachineGpu(TypedDict):
+    """One GPU of the host a boot ran on (servesweep.run.machine)."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+
+
+class MachineFacts(TypedDict):
+    """The machine a boot ran on: cell.json `machine` (servesweep.run.machine)."""
+
+    key: str  # 12 hex: the GPUs' UUIDs, or the host name and CPU model without GPUs
+    hostname: str
+    cpu_model: str | None
+    cpus: int | None
+    gpus: list[MachineGpu]  # every GPU NVML sees on the host, by physical index
+    driver: str | None
+
+
 class CellRecord(TypedDict):
     """results/cells/{stack}/{model}/{variant}/r{repeat}/cell.json (servesweep.run.cell)."""
 
@@ -371,6 +391,7 @@ class CellRecord(TypedDict):
     boot_attempts: list[BootAttempt]
     teardown: TeardownRecord | None
     scheduler: dict | None  # the SLURM job that measured it (servesweep.run.scheduler)
+    machine: NotRequired[MachineFacts]  # its host, CPU and GPUs (older records lack it)
     correctness: dict | None  # the pass's summary, or {status: skipped, why}
     deadline: float | None  # when that job was to be killed (epoch s); None: no limit
     gpu_slots: GpuSlotRecord | None  # the GPUs it held (servesweep.server.gpu_slots)

@@ -7,6 +7,7 @@ from servesweep.jsonfile import utc_now
 from servesweep.level import Level
 from servesweep.records import CellRecord
 from servesweep.run.job import CellJob
+from servesweep.run.machine import machine_facts
 from servesweep.run.scheduler import scheduler_info
 from servesweep.server.engines import launch_env
 from servesweep.sweep.config import spec_hash
@@ -41,6 +42,7 @@ def new_cell_record(job: CellJob, plan: list[tuple[Level, int]]) -> CellRecord:
         "finished_at": None,
         "teardown": None,
         "scheduler": scheduler_info(),
+        "machine": machine_facts(),
         "correctness": None,
         "deadline": job.deadline,
         "stack_manifest": job.stack_manifest,

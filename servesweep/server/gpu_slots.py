@@ -103,9 +103,9 @@ def parallel_gpus(flags: dict) -> tuple[int, str]:
 
 def detected_gpus() -> int | None:
     """How many GPUs this host has: NVML's count, else `nvidia-smi -L`'s; None: no GPU."""
-    from servesweep.server.telemetry import _nvml
+    from servesweep.server.telemetry import open_nvml
 
-    nvml, _ = _nvml()
+    nvml, _ = open_nvml()
     if nvml is not None:
         try:
             return int(nvml.nvmlDeviceGetCount())

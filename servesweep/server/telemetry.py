@@ -17,7 +17,7 @@ import time
 MIB = 1024 * 1024
 
 
-def _nvml():
+def open_nvml():
     """The initialised pynvml module, or (None, reason)."""
     try:
         import pynvml
@@ -108,7 +108,7 @@ class GpuSampler:
         return False  # never swallow the level's own exception
 
     def _open(self) -> None:
-        nvml, reason = _nvml()
+        nvml, reason = open_nvml()
         if nvml is None:
             self.reason = reason
             return
@@ -252,7 +252,7 @@ def joules_per_token(result: dict, output_tokens: int | None) -> float | None:
 
 def gpu_process_ids() -> set[int] | None:
     """PIDs holding a compute context on any GPU; None without NVML."""
-    nvml, _ = _nvml()
+    nvml, _ = open_nvml()
     if nvml is None:
         return None
     pids: set[int] = set()

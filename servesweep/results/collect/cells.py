@@ -198,6 +198,7 @@ def summary_cell(cell: CellRecord) -> SummaryCell:
         failure_stage=failure.stage,
         failure_cause=failure.cause,
         boot_s=c.boot_s,
+        machine=(c.machine or {}).get("key"),
     )
 
 

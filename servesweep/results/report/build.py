@@ -194,6 +194,7 @@ def build_report(
         secondary_lines=verdict_views.secondary_lines(verdicts),
         first_boots=verdict_views.first_boot_rows(df, judging),
         own_scatter=verdict_views.own_scatter(df, judging),
+        machines=verdict_views.machine_notes(df),
         correctness=correctness_views.correctness_rows(answers),
         stack_lines=verdict_views.verdict_lines(verdicts, kind="stack"),
         stack_tables=verdict_views.stack_tables(verdicts),

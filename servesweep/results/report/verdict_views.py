@@ -347,3 +347,22 @@ def own_scatter(summary: pd.DataFrame, judging: Judging) -> list[str]:
     cells = summary_cell_stats(summary, judging, judging.objective)
     flagged = dict.fromkeys(k[:3] for k, s in cells.items() if s.variance == "own")
     return [f"{variant} ({stack} / {model})" for stack, model, variant in flagged]
+
+
+def machine_notes(summary: pd.DataFrame) -> list[str]:
+    """Each (stack, model) whose boots ran on more than one machine (summary.csv `machine`,
+    servesweep.run.machine): "cpu / synthetic: 2 machines (4f1c…: 3 boots, 9a0b…: 2)".
+    A machine's effect then sits in the boot scatter, or in a Δ where a variant's boots
+    share one machine; the report says so beside the verdicts."""
+    if "machine" not in summary.columns:
+        return []
+    boots = summary.dropna(subset=["machine"]).drop_duplicates(
+        ["stack", "model", "variant", "repeat"]
+    )
+    notes = []
+    for (stack, model), rows in boots.groupby(["stack", "model"], sort=False):
+        counts = rows["machine"].value_counts()
+        if len(counts) > 1:
+            each = ", ".join(f"{key}: {n} boot{'s' if n > 1 else ''}" for key, n in counts.items())
+            notes.append(f"{stack} / {model}: {len(counts)} machines ({each})")
+    return notes
