@@ -348,7 +348,7 @@ class CellSpec(TypedDict):
 
 
 class MachineGpu(TypedDict):
-    """One GPU of the host a boot ran on (servesweep.run.machine)."""
+    """One GPU of the host a boot ran on (servesweep.server.machine)."""
 
     index: int
     name: str | None
@@ -356,7 +356,7 @@ class MachineGpu(TypedDict):
 
 
 class MachineFacts(TypedDict):
-    """The machine a boot ran on: cell.json `machine` (servesweep.run.machine)."""
+    """The machine a boot ran on: cell.json `machine` (servesweep.server.machine)."""
 
     key: str  # 12 hex: the GPUs' UUIDs, or the host name and CPU model without GPUs
     hostname: str

@@ -7,9 +7,9 @@ from servesweep.jsonfile import utc_now
 from servesweep.level import Level
 from servesweep.records import CellRecord
 from servesweep.run.job import CellJob
-from servesweep.run.machine import machine_facts
 from servesweep.run.scheduler import scheduler_info
 from servesweep.server.engines import launch_env
+from servesweep.server.machine import machine_facts
 from servesweep.sweep.config import spec_hash
 
 

@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from servesweep import CLIENT_VERSION
 from servesweep.server.env import MULTICAST_OFF
+from servesweep.server.machine import elsewhere_note, machine_facts
 from servesweep.stats import PRACTICAL_MAX_BOOTS
 from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.config import Sweep
@@ -237,6 +238,10 @@ def write_plan(
         advice=advice,
     )
     data = plan_json(planned, sweep_files, is_default, resolve, staged)
+    elsewhere = elsewhere_note(earlier_records(paths), machine_facts())
+    if elsewhere:
+        text += f"\nMachines: {elsewhere}\n"
+    data["machines"] = elsewhere
     return write_text_and_json(text, data, out_txt, out_json)
 
 

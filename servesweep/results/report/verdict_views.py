@@ -351,7 +351,7 @@ def own_scatter(summary: pd.DataFrame, judging: Judging) -> list[str]:
 
 def machine_notes(summary: pd.DataFrame) -> list[str]:
     """Each (stack, model) whose boots ran on more than one machine (summary.csv `machine`,
-    servesweep.run.machine): "cpu / synthetic: 2 machines (4f1c…: 3 boots, 9a0b…: 2)".
+    servesweep.server.machine): "cpu / synthetic: 2 machines (4f1c…: 3 boots, 9a0b…: 2)".
     A machine's effect then sits in the boot scatter, or in a Δ where a variant's boots
     share one machine; the report says so beside the verdicts."""
     if "machine" not in summary.columns:

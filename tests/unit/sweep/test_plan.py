@@ -332,3 +332,21 @@ def test_a_level_sized_by_precision_is_estimated_at_most_at_its_time_cap(tmp_pat
     (first, *_) = plan_sweep(auto, Paths(tmp_path))
     # Two levels, each at most 30 s (+ its warm-up) where 5,000 requests would take hours.
     assert fixed < first.estimate_s <= fixed + 2 * 30 + 60
+
+
+def test_the_plan_says_when_finished_boots_ran_on_another_machine(tmp_path):
+    from servesweep.server.machine import machine_facts
+    from servesweep.sweep.plan_text import write_plan
+
+    sweep, paths = load(sweep_config()), Paths(tmp_path)
+    manifests(paths)
+    here = machine_facts()
+    write(paths, record(sweep, "baseline", machine=here))
+    out = (tmp_path / "plan.txt", tmp_path / "plan.json")
+    assert "Machines:" not in write_plan(sweep, paths, [], False, *out)
+    # A resumed archive: the other variant's boot was measured on another box.
+    write(paths, record(sweep, "ep", machine={"key": "0123456789ab", "hostname": "gpu-07"}))
+    text = write_plan(sweep, paths, [], False, *out)
+    assert "Machines: 1 of 2 finished boots ran on another machine than this one" in text
+    assert "gpu-07 (0123456789ab)" in text and here["key"] in text
+    assert json.loads(out[1].read_text())["machines"].startswith("1 of 2 finished boots")

@@ -82,3 +82,21 @@ def machine_facts() -> MachineFacts:
         gpus=gpus,
         driver=driver,
     )
+
+
+def elsewhere_note(cells: list[dict], here: MachineFacts) -> str | None:
+    """The plan's line when finished boots (cell.json records) ran on another machine than
+    this one, e.g. a sweep resumed from an archive: what is mixed and what to do. None when
+    every boot that names its machine ran here (older records name none)."""
+    keys = [(c.get("machine") or {}).get("key") for c in cells]
+    other = [c["machine"] for c, k in zip(cells, keys, strict=True) if k and k != here["key"]]
+    if not other:
+        return None
+    hosts = sorted({f"{m.get('hostname')} ({m['key']})" for m in other})
+    return (
+        f"{len(other)} of {sum(k is not None for k in keys)} finished boots ran on another "
+        f"machine than this one ({here['hostname']}, {here['key']}): {', '.join(hosts)}. "
+        "Boots measured here will be judged with them and the report warns: two H100s of one "
+        "kind differed by 25-37 % on one configuration. Rerun every arm here, or give each "
+        "machine its own baseline."
+    )

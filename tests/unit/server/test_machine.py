@@ -9,7 +9,7 @@ from fixtures.cells import SETTINGS, judge_sweep, write_sweep
 
 from servesweep.records import MachineGpu
 from servesweep.results.report.build import build_report
-from servesweep.run.machine import machine_facts, machine_key
+from servesweep.server.machine import elsewhere_note, machine_facts, machine_key
 
 
 def nvml_with(uuids: list[str]):
@@ -70,3 +70,9 @@ def test_the_report_warns_when_a_tables_boots_come_from_two_machines(tmp_path):
     text = html.read_text()
     assert "Boots from more than one machine" in text
     assert f"2 machines (aaaaaaaaaaaa: {len(paths) - 1} boots, bbbbbbbbbbbb: 1 boot)" in text
+
+
+def test_records_without_a_machine_say_nothing():
+    here = {"key": "aaaaaaaaaaaa", "hostname": "h"}
+    assert elsewhere_note([{}, {"machine": None}], here) is None
+    assert elsewhere_note([{"machine": {"key": "aaaaaaaaaaaa"}}], here) is None
