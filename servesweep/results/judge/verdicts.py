@@ -156,10 +156,12 @@ def _needed(board: Board, key: Key, c: stats.Contrast, resolve_pct: float, m: in
     if iv.low > 1 or iv.high < 1:
         return None
     target = max(resolve_pct, abs(math.expm1(abs(c.estimate) / 2)) * 100)
-    if (math.log(iv.high) - math.log(iv.low)) / 2 <= math.log1p(target / 100):
+    # An interval on a df near zero runs from 0 to +inf: open, however many boots it has.
+    bounded = iv.low > 0 and math.isfinite(iv.high)
+    if bounded and (math.log(iv.high) - math.log(iv.low)) / 2 <= math.log1p(target / 100):
         return None
-    pool = board.pools[key[3]]
     if c.variance == "pooled":
+        pool = board.pools[key[3]]
         n = stats.boots_needed(float(pool.variance), board.pooled[key[3]], target, ALPHA / m)
     else:
         n = stats.boots_needed(c.se**2 * min(c.n, c.n_ref) / 2, 1, target, ALPHA / m)

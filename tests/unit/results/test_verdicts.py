@@ -439,3 +439,15 @@ def test_a_goodput_objective_is_primary_and_the_latencies_stay_secondary():
         by_variant([c for c in out if c.family == PRIMARY])[("s", "fast", "variant")].verdict
         == FASTER
     )
+
+
+def test_an_unbounded_interval_still_gets_a_number_of_boots():
+    # CI's shapes tier: two boots, a Satterthwaite df near zero, an interval from 0 to
+    # +inf. The judge must size boots for it (its own scatter), not take log(0).
+    from servesweep.results.judge.verdicts import _needed
+    from servesweep.stats import Contrast
+
+    c = Contrast(0.1, 5.0, 0.05, "own", 2, 2)
+    assert c.interval().low == 0.0 and c.interval().high == math.inf
+    n = _needed(None, ("s", "m", "v", 8), c, 2.0, 1)
+    assert n is not None and n > 2
