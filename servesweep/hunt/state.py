@@ -61,6 +61,8 @@ class Round(NamedTuple):
     gpu_hours: float
     plan: hs.RoundPlan | None  # its arms, boots a side and the gain tested (None: not yet)
     reference_uncounted: tuple[int, ...] = ()
+    cut: int | None = None  # the budget ended it after the look at this many boots a side
+    more_boots: int = 0  # about how many more boots would settle its undecided arms
 
 
 class Cost(NamedTuple):
@@ -84,6 +86,7 @@ class HuntState(NamedTuple):
     first_boots: FirstBoots  # whether each variant's r0 is left out, and why
     outlook: hs.RoundPlan | None  # the current round's design, or the one the scatter seen
     # so far gives it (None: too little scatter yet)
+    undecided: Mapping[str, str] = {}  # candidate (or check) -> why, and what would settle it
 
 
 def _arm(rp: Replay, s: Side) -> Arm:
@@ -95,6 +98,8 @@ def _arm(rp: Replay, s: Side) -> Arm:
         level = s.look.level
     hours = rp.count(s.variant, s.boots)
     rp.next_boot[s.variant] = s.start + s.requested
+    rp.asked_boots += s.requested
+    rp.asked_hours += s.requested * rp.hours(s.variant)
     uncounted = tuple(b for b in s.boots if rp.uncounted(b))
     return Arm(s.candidate, s.variant, s.role, s.verdict, s.reason, g, lo, hi, rk, level,
                s.boots, uncounted, hours)  # fmt: skip
@@ -105,11 +110,14 @@ def _finish(rp: Replay, kind, index: int, run: RoundRun) -> tuple[list[Arm], Rou
     ref = run.reference
     hours = rp.count(ref.variant, ref.boots)
     rp.next_boot[ref.variant] = ref.start + ref.requested
+    rp.asked_boots += ref.requested
+    rp.asked_hours += ref.requested * rp.hours(ref.variant)
     if not run.pending:  # this round's samples join the pool of later rounds' looks
         rp.samples += [ref, *(a for a in run.arms if a.verdict != ArmVerdict.DROPPED)]
     uncounted = tuple(b for b in ref.boots if rp.uncounted(b))
     r = Round(index, kind, ref.variant, ref.boots, tuple(arms), None,
-              hours + sum(a.gpu_hours for a in arms), run.plan, uncounted)  # fmt: skip
+              hours + sum(a.gpu_hours for a in arms), run.plan, uncounted,
+              run.cut, run.more)  # fmt: skip
     return arms, r
 
 
@@ -136,11 +144,12 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
         if not names:
             stop = "candidates exhausted"
             break
-        if _next_round_over_budget(spec, rp, incumbent, names):
-            stop = "budget: the next round could exceed it"
+        if not _first_look_fits(spec, rp, incumbent, names):
+            stop = "budget: the next round's first look could exceed it"
             break
         arms = [rp.side((*incumbent, c), candidate=c) for c in names]
-        run = run_round(rp, rp.side(incumbent), arms, check=False)
+        reserve = _check_first_look(spec, len(incumbent) + 1)
+        run = run_round(rp, rp.side(incumbent), arms, check=False, reserve=reserve)
         out, r = _finish(rp, "search", len(rounds), run)
         pending = run.pending
         best = None if pending or run.failure else _pick(out, order)
@@ -155,6 +164,11 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
                 a.verdict == ArmVerdict.REJECT and not spec.retest_rejected
             ):
                 excluded[a.candidate] = f"round {len(rounds) - 1}: {a.reason}"
+        if run.cut is not None:
+            stop = _cut_words(r)
+            if best is not None:
+                incumbent = hs.canonical(spec, (*incumbent, best.candidate))
+            break
         if best is None:
             stop = "a round adopted nothing"
             break
@@ -165,6 +179,8 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
         rounds.append(r)
         if failure and not pending:
             stop += f"; checks: {failure}"
+        elif r.cut is not None and not pending:
+            stop += f"; checks: {_cut_words(r)}"
         if not pending:
             final = _pruned(spec, incumbent, r)
     return HuntState(
@@ -182,7 +198,29 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
         worst_case_left=_left(spec, rounds, incumbent, excluded, len(pending)),
         first_boots=rp.first,
         outlook=_outlook(rp, rounds) if pending else None,
+        undecided={
+            _arm_name(a): f"round {r.index + 1}: {a.reason}"
+            for r in rounds
+            for a in r.arms
+            if a.verdict == ArmVerdict.UNDECIDED and (a.boots or a.role == "candidate")
+        },
     )
+
+
+def _arm_name(a: Arm) -> str:
+    """A search arm's candidate; a check's role and candidate."""
+    return a.candidate if a.role == "candidate" else f"{a.role} {a.candidate}"
+
+
+def _cut_words(r: Round) -> str:
+    """Why the budget ended round `r`, and what would settle what it left open."""
+    left = [_arm_name(a) for a in r.arms if a.verdict == ArmVerdict.UNDECIDED and a.boots]
+    where = "the checks" if r.kind == "check" else f"round {r.index + 1}"
+    words = f"budget: spent in {where} at {r.cut} boots a side"
+    if left:
+        more = f"about {r.more_boots} more boots would settle them"
+        words += f"; undecided: {', '.join(left)} ({more})"
+    return words
 
 
 def _outlook(rp: Replay, rounds: Sequence[Round]) -> hs.RoundPlan | None:
@@ -288,20 +326,46 @@ def _over_budget(spec: hs.HuntSpec, boots: int, hours: float) -> bool:
     return too_many or (spec.budget_gpu_hours is not None and hours > spec.budget_gpu_hours + 1e-9)
 
 
-def _next_round_over_budget(spec, rp: Replay, incumbent, names) -> bool:
-    """Whether the next round at its worst (every arm to the cap), then the checks at
-    theirs, could take the hunt past its budget."""
+def _check_first_look(spec: hs.HuntSpec, adopted: int) -> tuple[int, float]:
+    """The check round's first look (boots, GPU-hours at the dearest stack) after `adopted`
+    candidates: what a search round keeps back for it."""
+    if not adopted:
+        return 0, 0.0
+    confirm = 1 if spec.confirm else 0
+    ablations = adopted if spec.ablate and (adopted >= 2 or not confirm) else 0
+    if not confirm + ablations:
+        return 0, 0.0
+    boots = _round_worst(spec, confirm + ablations, ablations, spec.boots_min)
+    return boots, boots * hs.max_gpu_hours(spec)
+
+
+def first_look(spec: hs.HuntSpec, arms: int, first: bool) -> int:
+    """Boots of a search round's first look of `arms` arms: `boots.min` a side, a first
+    boot left out for each new variant (unless first boots always count), the reference's
+    retries (`first`: round 1, its reference new too)."""
+    return _round_worst(spec, arms, arms + (1 if first else 0), spec.boots_min)
+
+
+def minimum_budget(spec: hs.HuntSpec) -> int:
+    """The fewest boots a hunt can start with: round 1's first look and the checks' first
+    look kept back for one adopted candidate."""
+    arms = len(hs.applicable(spec, (), ()))
+    return first_look(spec, arms, first=True) + _check_first_look(spec, 1)[0]
+
+
+def _first_look_fits(spec, rp: Replay, incumbent, names) -> bool:
+    """Whether the next round's first look, with the checks' first look kept back, stays
+    within the budget (the rest of the round is granted look by look: `run_round`)."""
     first = not rp.samples
-    worst = _round_worst(spec, len(names), len(names) + (1 if first else 0))
+    boots = first_look(spec, len(names), first)
     ref = rp.name(incumbent)
-    cap = spec.boots_max
     extra = 0 if spec.first_boot == "keep" else 1
-    hours = (cap + extra) * sum(rp.hours(rp.name((*incumbent, c))) for c in names)
-    hours += (cap + spec.reference_retries + (extra if first else 0)) * rp.hours(ref)
-    reserve = _check_worst(spec, len(incumbent) + 1)
-    peak = hs.max_gpu_hours(spec)
-    return _over_budget(
-        spec, rp.spent_boots + worst + reserve, rp.spent_hours + hours + reserve * peak
+    n = spec.boots_min
+    hours = (n + extra) * sum(rp.hours(rp.name((*incumbent, c))) for c in names)
+    hours += (n + spec.reference_retries + (extra if first else 0)) * rp.hours(ref)
+    reserve = _check_first_look(spec, len(incumbent) + 1)
+    return not _over_budget(
+        spec, rp.asked_boots + boots + reserve[0], rp.asked_hours + hours + reserve[1]
     )
 
 
