@@ -20,6 +20,7 @@ import numpy as np
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt.rounds import (
+    PLAN_DF,
     ArmVerdict,
     BootKey,
     BootResult,
@@ -285,40 +286,47 @@ def _shared_ablation(arm: Arm) -> Arm:
 # ---- the budget and the worst case -------------------------------------------------------
 
 
-def _round_worst(spec: hs.HuntSpec, arms: int, new: int, boots: int | None = None) -> int:
-    """A round's most boots: every side to `boots` (default the cap), the reference's
-    retries, and one uncounted first boot for each of `new` variants booted the first time
-    (unless first boots are always counted)."""
-    first = 0 if spec.first_boot == "keep" else new
-    return (
-        (spec.boots_max if boots is None else boots) * (1 + arms) + spec.reference_retries + first
-    )
-
-
-def _check_worst(spec: hs.HuntSpec, adopted: int) -> int:
-    """The check round: the confirm, and an ablation per adopted candidate (one adopted
-    alone: its ablation is the confirm's arm), each ablation set new at worst."""
-    if not adopted:
-        return 0
-    confirm = 1 if spec.confirm else 0
-    ablations = adopted if spec.ablate and (adopted >= 2 or not confirm) else 0
-    return _round_worst(spec, confirm + ablations, ablations) if confirm + ablations else 0
-
-
 def _future_worst(spec: hs.HuntSpec, adopted: int, remaining: int, first: bool) -> int:
     """Boots of every later round if each adopts one candidate, then the checks (`first`:
     the first of them is round 1, whose reference is booted for the first time too)."""
     boots = sum(
-        _round_worst(spec, remaining - j, remaining - j + (1 if first and j == 0 else 0))
+        hs.round_boots(spec, remaining - j, remaining - j + (1 if first and j == 0 else 0))
         for j in range(remaining)
     )
-    return boots + _check_worst(spec, adopted + remaining)
+    return boots + hs.check_boots(spec, adopted + remaining)
 
 
 def worst_case(spec: hs.HuntSpec) -> Cost:
     """The most boots / GPU-hours the whole hunt can take (for the plan)."""
     boots = _future_worst(spec, 0, len(spec.candidates), first=True)
     return Cost(boots, boots * hs.max_gpu_hours(spec))
+
+
+def expected_round(spec: hs.HuntSpec, arms: int, cv_pct: float, new: int = 0) -> float:
+    """About how many boots a search round of `arms` arms takes at a boot CV of `cv_pct`
+    when no arm gains (each stops at its futility bound: power.expected_boots), sized as
+    the replay sizes it (a pool of PLAN_DF df at its first look), with a first boot left
+    out for each of `new` new variants (unless first boots always count)."""
+    from servesweep.hunt.power import expected_boots
+
+    if arms < 1:
+        return 0.0
+    variance = math.log1p((cv_pct / 100) ** 2)
+    d, _ = hs.round_design(spec, arms, variance, float(PLAN_DF), spec.boots_min)
+    first = 0 if spec.first_boot == "keep" else new
+    return expected_boots(d, variance, arms).total + first
+
+
+def expected_case(spec: hs.HuntSpec, cv_pct: float) -> Cost:
+    """About how many boots the whole hunt takes on its longest path (each round adopting
+    one candidate, as `worst_case`), each round's arms deciding as arms that gain nothing
+    do, then the checks at the same rate: a guide beside the worst case, not a bound."""
+    m = len(spec.candidates)
+    boots = sum(expected_round(spec, m - j, cv_pct, m - j + (j == 0)) for j in range(m))
+    confirm = 1 if spec.confirm else 0
+    ablations = m if spec.ablate and (m >= 2 or not confirm) else 0
+    boots += expected_round(spec, confirm + ablations, cv_pct, ablations)
+    return Cost(round(boots), round(boots) * hs.max_gpu_hours(spec))
 
 
 def _over_budget(spec: hs.HuntSpec, boots: int, hours: float) -> bool:
@@ -329,35 +337,15 @@ def _over_budget(spec: hs.HuntSpec, boots: int, hours: float) -> bool:
 def _check_first_look(spec: hs.HuntSpec, adopted: int) -> tuple[int, float]:
     """The check round's first look (boots, GPU-hours at the dearest stack) after `adopted`
     candidates: what a search round keeps back for it."""
-    if not adopted:
-        return 0, 0.0
-    confirm = 1 if spec.confirm else 0
-    ablations = adopted if spec.ablate and (adopted >= 2 or not confirm) else 0
-    if not confirm + ablations:
-        return 0, 0.0
-    boots = _round_worst(spec, confirm + ablations, ablations, spec.boots_min)
+    boots = hs.check_boots(spec, adopted, spec.boots_min)
     return boots, boots * hs.max_gpu_hours(spec)
-
-
-def first_look(spec: hs.HuntSpec, arms: int, first: bool) -> int:
-    """Boots of a search round's first look of `arms` arms: `boots.min` a side, a first
-    boot left out for each new variant (unless first boots always count), the reference's
-    retries (`first`: round 1, its reference new too)."""
-    return _round_worst(spec, arms, arms + (1 if first else 0), spec.boots_min)
-
-
-def minimum_budget(spec: hs.HuntSpec) -> int:
-    """The fewest boots a hunt can start with: round 1's first look and the checks' first
-    look kept back for one adopted candidate."""
-    arms = len(hs.applicable(spec, (), ()))
-    return first_look(spec, arms, first=True) + _check_first_look(spec, 1)[0]
 
 
 def _first_look_fits(spec, rp: Replay, incumbent, names) -> bool:
     """Whether the next round's first look, with the checks' first look kept back, stays
     within the budget (the rest of the round is granted look by look: `run_round`)."""
     first = not rp.samples
-    boots = first_look(spec, len(names), first)
+    boots = hs.round_boots(spec, len(names), len(names) + first, spec.boots_min)
     ref = rp.name(incumbent)
     extra = 0 if spec.first_boot == "keep" else 1
     n = spec.boots_min
