@@ -75,7 +75,7 @@ def test_the_objective_direction_levels_budget_and_gpus():
         objective={"metric": "p99_ttft_ms", "levels": [16, 4]},
         min_effect_pct=5,
         boots={"min": 2, "max": 6, "stage": 1},
-        budget={"boots": 40, "gpu_hours": 12.5, "boot_minutes": 30},
+        budget={"boots": 40, "gpu_hours": 125, "boot_minutes": 30},
         correctness_gate=False,
         ablate=False,
     )
@@ -84,7 +84,7 @@ def test_the_objective_direction_levels_budget_and_gpus():
     assert s.objective == hs.Objective("p99_ttft_ms", False, (16, 4))
     assert (s.boots_min, s.boots_max, s.stage, s.budget_boots) == (2, 6, 1, 40)
     assert s.gpu_hours_per_boot == pytest.approx(0.5 * 8)
-    assert s.budget_gpu_hours == 12.5 and not s.correctness_gate and not s.ablate
+    assert s.budget_gpu_hours == 125 and not s.correctness_gate and not s.ablate
     cfg["hunt"] |= {"margin_pct": 2, "first_boot": "drop"}
     cfg["engine"] = "vllm"
     cfg["variants"]["baseline"].pop("engine", None)
