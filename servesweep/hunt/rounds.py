@@ -23,7 +23,8 @@ import numpy as np
 
 from servesweep import stats
 from servesweep.hunt import spec as hs
-from servesweep.hunt.sequential import Decision, Design, Look, decide, truncate
+from servesweep.hunt.budget import truncate
+from servesweep.hunt.sequential import Decision, Design, Look, decide
 
 Role = Literal["candidate", "confirm", "ablation"]
 # A round's boots a side are fixed from a pooled scatter of at least this many df (its
@@ -359,12 +360,15 @@ def _cut(rp: Replay, reference: Side, arms: list[Side], check: bool, decided, pl
     rp.fill_reference(reference, n)
     for a in is_open:
         rp.fill_arm(a, n, reference)
-    last = truncate(d, d.looks.index(n))
+    last = truncate(d, d.looks.index(n), (rp.spec.alpha_spending, rp.spec.beta_spending))
     decide_look(rp, last, n, reference, arms, check)
     left = [a for a in is_open if a.verdict == ArmVerdict.UNDECIDED]
     more = (d.looks[-1] - n) * (1 + len(left)) if left else 0
     for a in left:
-        a.reason += f"; about {more} more boots would settle the round's undecided arms"
+        a.reason = (
+            f"undecided: the budget ran out at {n} boots a side (the round planned "
+            f"{d.looks[-1]}); about {more} more boots would settle the round's undecided arms"
+        )
     return RoundRun(reference, arms, [], None, plan, n, more)
 
 

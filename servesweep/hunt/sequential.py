@@ -126,23 +126,7 @@ def spending_bounds(info: Sequence[float], level: float, kind: Spending = "obf")
     """One-sided upper bounds b_1..b_K (Z scale, drift 0) spending `level` by `kind`:
     P(Z_1 < b_1, ..., Z_{k-1} < b_{k-1}, Z_k >= b_k) = f(t_k) - f(t_{k-1})."""
     t = np.asarray(info, dtype=float) / info[-1]
-    return _cumulative_bounds(t, spend(kind, level, t))
-
-
-def truncated_bounds(
-    info: Sequence[float], last: int, level: float, kind: Spending = "obf"
-) -> np.ndarray:
-    """The bounds of looks 0..`last` of the design planned on `info` when look `last` is
-    made the final one (the budget ran out): the looks before keep their bounds, and the
-    final one spends all that is left, level - f(t_{last-1}) (Lan & DeMets' flexible
-    spending: the total spent is still `level`)."""
-    t = np.asarray(info, dtype=float) / info[-1]
-    cumulative = spend(kind, level, t[: last + 1])
-    cumulative[-1] = level
-    return _cumulative_bounds(t[: last + 1], cumulative)
-
-
-def _cumulative_bounds(t: np.ndarray, cumulative: np.ndarray) -> np.ndarray:
+    cumulative = spend(kind, level, t)
     bounds = np.zeros(len(t))
     bounds[0] = sps.norm.isf(cumulative[0]) if cumulative[0] > 0 else _NO_BOUND
     bounds[0] = min(bounds[0], _NO_BOUND)
@@ -194,9 +178,7 @@ class Design(NamedTuple):
     noninferiority_p: tuple[float, ...] = ()  # at each look: one-sided alpha spent per level
     arms: int = 1  # the arms alpha is divided over
     capped: bool = False  # the last look is the cap, short of what the power needs
-    alpha_spending: Spending = "obf"
-    beta_spending: Spending = "obf"
-    planned: int = 0  # truncated: the boots a side of the last look planned (0: not truncated)
+    planned: int = 0  # cut short by the budget (budget.truncate): the last look planned
 
     @property
     def family_alpha(self) -> float:
@@ -248,36 +230,6 @@ def make_design(
         noninferiority_p=tuple(float(p) for p in sps.norm.sf(ni)),
         arms=arms,
         capped=capped,
-        alpha_spending=alpha_spending,
-        beta_spending=beta_spending,
-    )
-
-
-@lru_cache(maxsize=1024)
-def _truncated(info: tuple[float, ...], last: int, level: float, kind: Spending) -> np.ndarray:
-    return truncated_bounds(info, last, level, kind)
-
-
-def truncate(design: Design, look: int) -> Design:
-    """`design` ending at `look` (the budget pays for no later one): the looks before keep
-    their bounds and the new last look spends every test's remaining error, so at most
-    α false adopts a round still holds. An arm open at that look that is neither adopted
-    nor rejected is undecided (not rejected: its boots were cut short, not spent)."""
-    if look >= len(design.looks) - 1:
-        return design
-    info = tuple(float(n) for n in design.looks)
-
-    def p(level: float, kind: Spending) -> tuple[float, ...]:
-        return tuple(float(x) for x in sps.norm.sf(_truncated(info, look, level, kind)))
-
-    return design._replace(
-        looks=design.looks[: look + 1],
-        efficacy_p=p(design.alpha, design.alpha_spending),
-        futility_p=p(design.beta, design.beta_spending),
-        noninferiority_p=p(design.family_alpha, design.alpha_spending)
-        if design.noninferiority_p
-        else (),
-        planned=design.looks[-1],
     )
 
 
@@ -421,15 +373,13 @@ def decide_codes(design: Design, look: int, per_level: Sequence[LevelStats]) -> 
     Better at one level but not yet shown within the margin at another goes on (a chance
     dip at an unchanged level clears with more boots). At the last look every arm that is
     not adopted is rejected, unless the design is capped short of its power or cut short
-    by the budget (`truncate`): then one that is neither futile nor worse is undecided."""
+    by the budget (`planned`): then one that is neither futile nor worse is undecided."""
     s = signs(design, per_level)
     last = look == len(design.looks) - 1
     end = UNDECIDED if design.capped or design.planned else REJECT
     out = np.full(np.shape(s.better), end if last else CONTINUE)
     out = np.where(((s.worse | s.futile) & ~s.better) | s.beyond, REJECT, out)
-    # better but not shown within the margin: rejected once its boots are spent (at a look
-    # the budget cut short, undecided)
-    cut = UNDECIDED if design.planned else REJECT
+    cut = UNDECIDED if design.planned else REJECT  # not within, boots spent (or cut short)
     out = np.where(s.better & ~s.within & ~s.beyond & last, cut, out)
     return np.where(s.better & s.within, ADOPT, out)
 
@@ -469,11 +419,6 @@ def _reason(design: Design, look: int, per, levels, best: int, code: int) -> str
         return f"better at level {levels[best]}, within {m} at every level"
     if code == CONTINUE:
         return "interval still open"
-    if code == UNDECIDED and design.planned:
-        return (
-            f"undecided: the budget ran out at {n} boots a side "
-            f"(the round planned {design.planned})"
-        )
     if code == UNDECIDED:
         return f"undecided at {n} boots a side (the cap: the stated power needs more)"
     if beyond:

@@ -304,10 +304,10 @@ def worst_case(spec: hs.HuntSpec) -> Cost:
 
 def expected_round(spec: hs.HuntSpec, arms: int, cv_pct: float, new: int = 0) -> float:
     """About how many boots a search round of `arms` arms takes at a boot CV of `cv_pct`
-    when no arm gains (each stops at its futility bound: power.expected_boots), sized as
+    when no arm gains (each stops at its futility bound: budget.expected_boots), sized as
     the replay sizes it (a pool of PLAN_DF df at its first look), with a first boot left
     out for each of `new` new variants (unless first boots always count)."""
-    from servesweep.hunt.power import expected_boots
+    from servesweep.hunt.budget import expected_boots
 
     if arms < 1:
         return 0.0
