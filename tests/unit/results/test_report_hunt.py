@@ -240,8 +240,8 @@ def test_a_hunt_that_adopts_nothing_says_so_in_one_line_each(tmp_path):
 
 def test_over_budget_and_undecided_are_said_in_words():
     # Welch, 2..4 boots a side, first boots counted. Round 1 (4 arms) adopts win at its
-    # first look (10 boots); round 2 (more, on win) needs 6 boots for its first look (and 2
-    # retries), with the checks' first look kept back for two adopted candidates (the
+    # first look (10 boots); round 2 (more, on win) needs 6 boots for its first look (2 a
+    # side and 2 retries), with the checks' first look kept back for two adopted candidates (the
     # confirm and two ablations: 2 x 4 + 2 retries = 10): 26 in all, over 24.
     kw = {"boots_max": 4, "boots_min": 2, "pool_variance": False, "first_boot": "keep"}
     hunt = hunt_json(make_spec(budget_boots=24, **kw))
