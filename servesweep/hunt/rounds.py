@@ -23,6 +23,7 @@ import numpy as np
 
 from servesweep import stats
 from servesweep.hunt import spec as hs
+from servesweep.hunt.budget import truncate
 from servesweep.hunt.sequential import Decision, Design, Look, decide
 
 Role = Literal["candidate", "confirm", "ablation"]
@@ -54,6 +55,7 @@ class ArmVerdict(StrEnum):
     REJECT = "reject"
     DROPPED = "dropped"  # a boot failed, was invalid, or changed answers
     RUNNING = "running"  # the round is not done
+    UNDECIDED = "undecided"  # the budget ran out before its bounds decided it
     CONFIRMED = "confirmed"  # the final is better than the start (the confirm)
     NOT_CONFIRMED = "not confirmed"
     NEEDED = "needed"  # the final is better with the candidate than without (ablation)
@@ -116,6 +118,7 @@ class Replay:
         self.next_boot: dict[str, int] = {}
         self.members: dict[str, tuple[str, ...]] = {}
         self.spent_boots, self.spent_hours = 0, 0.0
+        self.asked_boots, self.asked_hours = 0, 0.0  # requested by the finished rounds
         self.samples: list[Side] = []  # every finished round's sides, for the pool
         self.first = FirstBoots(spec.first_boot == "drop", f"hunt.first_boot: {spec.first_boot}")
         if spec.first_boot == "auto":
@@ -137,6 +140,20 @@ class Replay:
         self.spent_boots += seen
         self.spent_hours += seen * self.hours(variant)
         return len(boots) * self.hours(variant)
+
+    def fits(self, sides: Sequence[Side], reserve: tuple[int, float]) -> bool:
+        """Whether what the finished rounds asked for, what `sides` ask for now, the
+        reference's retries left in this round (`sides[0]`) and `reserve` (the checks'
+        first look) stay within the budget."""
+        spec = self.spec
+        retries = max(spec.reference_retries - sides[0].failures, 0)
+        boots = self.asked_boots + sum(s.requested for s in sides) + retries + reserve[0]
+        hours = self.asked_hours + sum(s.requested * self.hours(s.variant) for s in sides)
+        hours += retries * self.hours(sides[0].variant) + reserve[1]
+        over = spec.budget_boots is not None and boots > spec.budget_boots
+        return not over and not (
+            spec.budget_gpu_hours is not None and hours > spec.budget_gpu_hours + 1e-9
+        )
 
     def side(self, names: Sequence[str], **kw) -> Side:
         variant = self.name(names)
@@ -262,25 +279,44 @@ class RoundRun(NamedTuple):
     pending: list[BootKey]
     failure: str | None
     plan: hs.RoundPlan | None
+    cut: int | None = None  # the budget ended the round at this look (boots a side)
+    more: int = 0  # boots that would settle its undecided arms (the rest of its looks)
 
 
-def run_round(rp: Replay, reference: Side, arms: list[Side], check: bool) -> RoundRun:
+def run_round(
+    rp: Replay,
+    reference: Side,
+    arms: list[Side],
+    check: bool,
+    reserve: tuple[int, float] = (0, 0.0),
+) -> RoundRun:
     """One round's looks until it needs boots not yet measured, or every arm is decided.
     `check`: the reference (the final) is the one on trial against each arm.
 
     The round's alpha is divided over the arms still in it at its first look (a crash or
     an answer change on the first boots spends none); its boots a side are fixed from the
     scatter of every boot before it (after round 1), else at its first look whose pool
-    has PLAN_DF df, the looks before deciding with the cap's design."""
+    has PLAN_DF df, the looks before deciding with the cap's design.
+
+    The budget is granted look by look: a look whose boots (with the reference's retries
+    left and `reserve`) would take the hunt past it is not asked for; the look before it
+    becomes the round's last (`truncate`: it spends the error left), and an arm it does
+    not decide is undecided, with the boots the rest of the round's looks would take."""
     spec = rp.spec
     prior = variance(rp.pool([]))  # a pool from the rounds before: the round sized at once
     family: int | None = None  # the arms alpha is divided over
     d: Design | None = None
     plan: hs.RoundPlan | None = None
     n, pending, failure = spec.boots_min, [], None
+    decided: tuple[Design, int] | None = None  # the last look taken: its design and boots
     while any(a.open for a in arms):
+        asked = [reference.requested, *(a.requested for a in arms)]
         pending = rp.fill_reference(reference, n)
         per_arm = [rp.fill_arm(a, n, reference) if a.open else [] for a in arms]
+        if any(a.open for a in arms) and not rp.fits([reference, *arms], reserve):
+            for s, k in zip([reference, *arms], asked, strict=True):
+                s.requested = k
+            return _cut(rp, reference, arms, check, decided, plan)
         if reference.failures > spec.reference_retries:
             failure = f"reference failed ({'; '.join(sorted(reference.problems))})"
             break
@@ -302,11 +338,38 @@ def run_round(rp: Replay, reference: Side, arms: list[Side], check: bool) -> Rou
         if plan is None:  # too little scatter to size the round yet: the cap's design
             d = hs.design(spec, None, family)
         decide_look(rp, d, n, reference, arms, check)
+        decided = (d, n)
         later = [x for x in d.looks if x > n]
         if not later:
             break
         n = later[0]
     return RoundRun(reference, arms, pending, failure, plan)
+
+
+def _cut(rp: Replay, reference: Side, arms: list[Side], check: bool, decided, plan) -> RoundRun:
+    """The round ended by the budget after the look `decided` ((design, boots a side);
+    None: before its first): that look taken again as the last one, its arms' boots as
+    they were."""
+    is_open = [a for a in arms if a.open]
+    if decided is None:  # nothing the bounds can decide on
+        for a in is_open:
+            a.open, a.verdict = False, ArmVerdict.UNDECIDED
+            a.reason = "undecided: the budget ran out before its first look"
+        return RoundRun(reference, arms, [], None, plan, 0, 0)
+    d, n = decided
+    rp.fill_reference(reference, n)
+    for a in is_open:
+        rp.fill_arm(a, n, reference)
+    last = truncate(d, d.looks.index(n), (rp.spec.alpha_spending, rp.spec.beta_spending))
+    decide_look(rp, last, n, reference, arms, check)
+    left = [a for a in is_open if a.verdict == ArmVerdict.UNDECIDED]
+    more = (d.looks[-1] - n) * (1 + len(left)) if left else 0
+    for a in left:
+        a.reason = (
+            f"undecided: the budget ran out at {n} boots a side (the round planned "
+            f"{d.looks[-1]}); about {more} more boots would settle the round's undecided arms"
+        )
+    return RoundRun(reference, arms, [], None, plan, n, more)
 
 
 def decide_look(rp: Replay, d: Design, n: int, reference: Side, arms: list[Side], check: bool):
@@ -326,6 +389,6 @@ def decide_look(rp: Replay, d: Design, n: int, reference: Side, arms: list[Side]
         look = decide(d, k, y, x, rp.levels, rp.spec.objective.higher_is_better, rest)
         if look.verdict != Decision.CONTINUE:
             verdict = ArmVerdict(look.verdict.value)
-            if check:
+            if check and look.verdict != Decision.UNDECIDED:
                 verdict = CHECK_WORDS[a.role][look.verdict]
             a.open, a.verdict, a.reason, a.look = False, verdict, look.reason, look

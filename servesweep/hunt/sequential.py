@@ -178,6 +178,7 @@ class Design(NamedTuple):
     noninferiority_p: tuple[float, ...] = ()  # at each look: one-sided alpha spent per level
     arms: int = 1  # the arms alpha is divided over
     capped: bool = False  # the last look is the cap, short of what the power needs
+    planned: int = 0  # cut short by the budget (budget.truncate): the last look planned
 
     @property
     def family_alpha(self) -> float:
@@ -371,14 +372,15 @@ def decide_codes(design: Design, look: int, per_level: Sequence[LevelStats]) -> 
     every level; or worse than the margin at some level (a trade-off that cannot pass).
     Better at one level but not yet shown within the margin at another goes on (a chance
     dip at an unchanged level clears with more boots). At the last look every arm that is
-    not adopted is rejected, unless the design is capped short of its power: then one that
-    is neither futile nor worse is undecided."""
+    not adopted is rejected, unless the design is capped short of its power or cut short
+    by the budget (`planned`): then one that is neither futile nor worse is undecided."""
     s = signs(design, per_level)
     last = look == len(design.looks) - 1
-    end = UNDECIDED if design.capped else REJECT
+    end = UNDECIDED if design.capped or design.planned else REJECT
     out = np.full(np.shape(s.better), end if last else CONTINUE)
     out = np.where(((s.worse | s.futile) & ~s.better) | s.beyond, REJECT, out)
-    out = np.where(s.better & ~s.within & last, REJECT, out)  # not within, boots spent
+    cut = UNDECIDED if design.planned else REJECT  # not within, boots spent (or cut short)
+    out = np.where(s.better & ~s.within & ~s.beyond & last, cut, out)
     return np.where(s.better & s.within, ADOPT, out)
 
 

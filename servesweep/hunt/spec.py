@@ -267,6 +267,36 @@ def max_gpu_hours(spec: HuntSpec) -> float:
     return max(float(spec.gpu_hours_by_stack.get(s, spec.gpu_hours_per_boot)) for s in stacks)
 
 
+def round_boots(spec: HuntSpec, arms: int, new: int, boots: int | None = None) -> int:
+    """A round's boots with every side at `boots` a side (default the cap), the reference's
+    retries, and one uncounted first boot for each of `new` variants booted the first time
+    (unless first boots are always counted): its worst case, or its first look's."""
+    first = 0 if spec.first_boot == "keep" else new
+    side = spec.boots_max if boots is None else boots
+    return side * (1 + arms) + spec.reference_retries + first
+
+
+def check_boots(spec: HuntSpec, adopted: int, boots: int | None = None) -> int:
+    """The check round after `adopted` candidates (the confirm, and an ablation each, one
+    adopted alone: its ablation is the confirm's arm; each ablation's set new at worst),
+    every side at `boots` a side (default the cap)."""
+    if not adopted:
+        return 0
+    confirm = 1 if spec.confirm else 0
+    ablations = adopted if spec.ablate and (adopted >= 2 or not confirm) else 0
+    if not confirm + ablations:
+        return 0
+    return round_boots(spec, confirm + ablations, ablations, boots)
+
+
+def minimum_budget(spec: HuntSpec) -> int:
+    """The fewest boots a hunt can start with: round 1's first look (`boots.min` a side, the
+    reference's retries, each variant's first boot) and the checks' first look for one
+    adopted candidate, which every search round keeps back."""
+    arms = len(applicable(spec, (), ()))
+    return round_boots(spec, arms, arms + 1, spec.boots_min) + check_boots(spec, 1, spec.boots_min)
+
+
 def applicable(spec: HuntSpec, adopted: Iterable[str], excluded: Iterable[str]) -> tuple[str, ...]:
     """Candidates (spec order) that can go on top of `adopted`: not adopted nor excluded,
     every `requires` adopted, no conflict either way with an adopted one."""

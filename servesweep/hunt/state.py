@@ -20,6 +20,7 @@ import numpy as np
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt.rounds import (
+    PLAN_DF,
     ArmVerdict,
     BootKey,
     BootResult,
@@ -61,6 +62,8 @@ class Round(NamedTuple):
     gpu_hours: float
     plan: hs.RoundPlan | None  # its arms, boots a side and the gain tested (None: not yet)
     reference_uncounted: tuple[int, ...] = ()
+    cut: int | None = None  # the budget ended it after the look at this many boots a side
+    more_boots: int = 0  # about how many more boots would settle its undecided arms
 
 
 class Cost(NamedTuple):
@@ -84,6 +87,7 @@ class HuntState(NamedTuple):
     first_boots: FirstBoots  # whether each variant's r0 is left out, and why
     outlook: hs.RoundPlan | None  # the current round's design, or the one the scatter seen
     # so far gives it (None: too little scatter yet)
+    undecided: Mapping[str, str] = {}  # candidate (or check) -> why, and what would settle it
 
 
 def _arm(rp: Replay, s: Side) -> Arm:
@@ -95,6 +99,8 @@ def _arm(rp: Replay, s: Side) -> Arm:
         level = s.look.level
     hours = rp.count(s.variant, s.boots)
     rp.next_boot[s.variant] = s.start + s.requested
+    rp.asked_boots += s.requested
+    rp.asked_hours += s.requested * rp.hours(s.variant)
     uncounted = tuple(b for b in s.boots if rp.uncounted(b))
     return Arm(s.candidate, s.variant, s.role, s.verdict, s.reason, g, lo, hi, rk, level,
                s.boots, uncounted, hours)  # fmt: skip
@@ -105,11 +111,14 @@ def _finish(rp: Replay, kind, index: int, run: RoundRun) -> tuple[list[Arm], Rou
     ref = run.reference
     hours = rp.count(ref.variant, ref.boots)
     rp.next_boot[ref.variant] = ref.start + ref.requested
+    rp.asked_boots += ref.requested
+    rp.asked_hours += ref.requested * rp.hours(ref.variant)
     if not run.pending:  # this round's samples join the pool of later rounds' looks
         rp.samples += [ref, *(a for a in run.arms if a.verdict != ArmVerdict.DROPPED)]
     uncounted = tuple(b for b in ref.boots if rp.uncounted(b))
     r = Round(index, kind, ref.variant, ref.boots, tuple(arms), None,
-              hours + sum(a.gpu_hours for a in arms), run.plan, uncounted)  # fmt: skip
+              hours + sum(a.gpu_hours for a in arms), run.plan, uncounted,
+              run.cut, run.more)  # fmt: skip
     return arms, r
 
 
@@ -136,11 +145,12 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
         if not names:
             stop = "candidates exhausted"
             break
-        if _next_round_over_budget(spec, rp, incumbent, names):
-            stop = "budget: the next round could exceed it"
+        if not _first_look_fits(spec, rp, incumbent, names):
+            stop = "budget: the next round's first look could exceed it"
             break
         arms = [rp.side((*incumbent, c), candidate=c) for c in names]
-        run = run_round(rp, rp.side(incumbent), arms, check=False)
+        reserve = _check_first_look(spec, len(incumbent) + 1)
+        run = run_round(rp, rp.side(incumbent), arms, check=False, reserve=reserve)
         out, r = _finish(rp, "search", len(rounds), run)
         pending = run.pending
         best = None if pending or run.failure else _pick(out, order)
@@ -155,6 +165,11 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
                 a.verdict == ArmVerdict.REJECT and not spec.retest_rejected
             ):
                 excluded[a.candidate] = f"round {len(rounds) - 1}: {a.reason}"
+        if run.cut is not None:
+            stop = _cut_words(r)
+            if best is not None:
+                incumbent = hs.canonical(spec, (*incumbent, best.candidate))
+            break
         if best is None:
             stop = "a round adopted nothing"
             break
@@ -165,6 +180,8 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
         rounds.append(r)
         if failure and not pending:
             stop += f"; checks: {failure}"
+        elif r.cut is not None and not pending:
+            stop += f"; checks: {_cut_words(r)}"
         if not pending:
             final = _pruned(spec, incumbent, r)
     return HuntState(
@@ -182,7 +199,29 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
         worst_case_left=_left(spec, rounds, incumbent, excluded, len(pending)),
         first_boots=rp.first,
         outlook=_outlook(rp, rounds) if pending else None,
+        undecided={
+            _arm_name(a): f"round {r.index + 1}: {a.reason}"
+            for r in rounds
+            for a in r.arms
+            if a.verdict == ArmVerdict.UNDECIDED and (a.boots or a.role == "candidate")
+        },
     )
+
+
+def _arm_name(a: Arm) -> str:
+    """A search arm's candidate; a check's role and candidate."""
+    return a.candidate if a.role == "candidate" else f"{a.role} {a.candidate}"
+
+
+def _cut_words(r: Round) -> str:
+    """Why the budget ended round `r`, and what would settle what it left open."""
+    left = [_arm_name(a) for a in r.arms if a.verdict == ArmVerdict.UNDECIDED and a.boots]
+    where = "the checks" if r.kind == "check" else f"round {r.index + 1}"
+    words = f"budget: spent in {where} at {r.cut} boots a side"
+    if left:
+        more = f"about {r.more_boots} more boots would settle them"
+        words += f"; undecided: {', '.join(left)} ({more})"
+    return words
 
 
 def _outlook(rp: Replay, rounds: Sequence[Round]) -> hs.RoundPlan | None:
@@ -247,34 +286,14 @@ def _shared_ablation(arm: Arm) -> Arm:
 # ---- the budget and the worst case -------------------------------------------------------
 
 
-def _round_worst(spec: hs.HuntSpec, arms: int, new: int, boots: int | None = None) -> int:
-    """A round's most boots: every side to `boots` (default the cap), the reference's
-    retries, and one uncounted first boot for each of `new` variants booted the first time
-    (unless first boots are always counted)."""
-    first = 0 if spec.first_boot == "keep" else new
-    return (
-        (spec.boots_max if boots is None else boots) * (1 + arms) + spec.reference_retries + first
-    )
-
-
-def _check_worst(spec: hs.HuntSpec, adopted: int) -> int:
-    """The check round: the confirm, and an ablation per adopted candidate (one adopted
-    alone: its ablation is the confirm's arm), each ablation set new at worst."""
-    if not adopted:
-        return 0
-    confirm = 1 if spec.confirm else 0
-    ablations = adopted if spec.ablate and (adopted >= 2 or not confirm) else 0
-    return _round_worst(spec, confirm + ablations, ablations) if confirm + ablations else 0
-
-
 def _future_worst(spec: hs.HuntSpec, adopted: int, remaining: int, first: bool) -> int:
     """Boots of every later round if each adopts one candidate, then the checks (`first`:
     the first of them is round 1, whose reference is booted for the first time too)."""
     boots = sum(
-        _round_worst(spec, remaining - j, remaining - j + (1 if first and j == 0 else 0))
+        hs.round_boots(spec, remaining - j, remaining - j + (1 if first and j == 0 else 0))
         for j in range(remaining)
     )
-    return boots + _check_worst(spec, adopted + remaining)
+    return boots + hs.check_boots(spec, adopted + remaining)
 
 
 def worst_case(spec: hs.HuntSpec) -> Cost:
@@ -283,25 +302,58 @@ def worst_case(spec: hs.HuntSpec) -> Cost:
     return Cost(boots, boots * hs.max_gpu_hours(spec))
 
 
+def expected_round(spec: hs.HuntSpec, arms: int, cv_pct: float, new: int = 0) -> float:
+    """About how many boots a search round of `arms` arms takes at a boot CV of `cv_pct`
+    when no arm gains (each stops at its futility bound: budget.expected_boots), sized as
+    the replay sizes it (a pool of PLAN_DF df at its first look), with a first boot left
+    out for each of `new` new variants (unless first boots always count)."""
+    from servesweep.hunt.budget import expected_boots
+
+    if arms < 1:
+        return 0.0
+    variance = math.log1p((cv_pct / 100) ** 2)
+    d, _ = hs.round_design(spec, arms, variance, float(PLAN_DF), spec.boots_min)
+    first = 0 if spec.first_boot == "keep" else new
+    return expected_boots(d, variance, arms).total + first
+
+
+def expected_case(spec: hs.HuntSpec, cv_pct: float) -> Cost:
+    """About how many boots the whole hunt takes on its longest path (each round adopting
+    one candidate, as `worst_case`), each round's arms deciding as arms that gain nothing
+    do, then the checks at the same rate: a guide beside the worst case, not a bound."""
+    m = len(spec.candidates)
+    boots = sum(expected_round(spec, m - j, cv_pct, m - j + (j == 0)) for j in range(m))
+    confirm = 1 if spec.confirm else 0
+    ablations = m if spec.ablate and (m >= 2 or not confirm) else 0
+    boots += expected_round(spec, confirm + ablations, cv_pct, ablations)
+    return Cost(round(boots), round(boots) * hs.max_gpu_hours(spec))
+
+
 def _over_budget(spec: hs.HuntSpec, boots: int, hours: float) -> bool:
     too_many = spec.budget_boots is not None and boots > spec.budget_boots
     return too_many or (spec.budget_gpu_hours is not None and hours > spec.budget_gpu_hours + 1e-9)
 
 
-def _next_round_over_budget(spec, rp: Replay, incumbent, names) -> bool:
-    """Whether the next round at its worst (every arm to the cap), then the checks at
-    theirs, could take the hunt past its budget."""
+def _check_first_look(spec: hs.HuntSpec, adopted: int) -> tuple[int, float]:
+    """The check round's first look (boots, GPU-hours at the dearest stack) after `adopted`
+    candidates: what a search round keeps back for it."""
+    boots = hs.check_boots(spec, adopted, spec.boots_min)
+    return boots, boots * hs.max_gpu_hours(spec)
+
+
+def _first_look_fits(spec, rp: Replay, incumbent, names) -> bool:
+    """Whether the next round's first look, with the checks' first look kept back, stays
+    within the budget (the rest of the round is granted look by look: `run_round`)."""
     first = not rp.samples
-    worst = _round_worst(spec, len(names), len(names) + (1 if first else 0))
+    boots = hs.round_boots(spec, len(names), len(names) + first, spec.boots_min)
     ref = rp.name(incumbent)
-    cap = spec.boots_max
     extra = 0 if spec.first_boot == "keep" else 1
-    hours = (cap + extra) * sum(rp.hours(rp.name((*incumbent, c))) for c in names)
-    hours += (cap + spec.reference_retries + (extra if first else 0)) * rp.hours(ref)
-    reserve = _check_worst(spec, len(incumbent) + 1)
-    peak = hs.max_gpu_hours(spec)
-    return _over_budget(
-        spec, rp.spent_boots + worst + reserve, rp.spent_hours + hours + reserve * peak
+    n = spec.boots_min
+    hours = (n + extra) * sum(rp.hours(rp.name((*incumbent, c))) for c in names)
+    hours += (n + spec.reference_retries + (extra if first else 0)) * rp.hours(ref)
+    reserve = _check_first_look(spec, len(incumbent) + 1)
+    return not _over_budget(
+        spec, rp.asked_boots + boots + reserve[0], rp.asked_hours + hours + reserve[1]
     )
 
 

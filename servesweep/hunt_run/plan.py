@@ -95,6 +95,55 @@ def outlook_lines(sweep: Sweep, state: hstate.HuntState) -> list[str]:
     ]
 
 
+def cost_lines(spec: hs.HuntSpec, state: hstate.HuntState) -> list[str]:
+    """Before the boots are spent: the expected and the worst-case cost of the round in
+    progress and of the whole hunt, and how the budget is granted."""
+    hours = hs.max_gpu_hours(spec)
+    cvs = (state.outlook.cv_pct,) if state.outlook is not None else (2.0, 5.0, 10.0)
+    at = "at the boot CV seen so far" if state.outlook is not None else "at a boot CV of"
+    at += " " + " / ".join(f"{cv:.1f}" for cv in cvs) + " %"
+
+    def both(boots: list[float]) -> str:
+        text = " / ".join(f"{b:.0f}" for b in boots)
+        return f"{text} boots" + (
+            f" ({' / '.join(f'{b * hours:.2f}' for b in boots)} GPU-hours)" if hours else ""
+        )
+
+    lines = []
+    r = state.rounds[-1] if state.rounds and not state.done else None
+    if r is not None and r.kind == "search":
+        arms = sum(1 for a in r.arms if a.verdict != "dropped") or len(r.arms)
+        new = arms + (r.index == 0)
+        expected = [hstate.expected_round(spec, arms, cv, new) for cv in cvs]
+        worst = hs.round_boots(spec, arms, new)
+        lines.append(
+            f"cost of round {r.index + 1} ({arms} arms): expected about {both(expected)} "
+            f"if no arm gains, {at}; worst case {both([worst])} (every arm to boots.max)"
+        )
+    whole = [hstate.expected_case(spec, cv).boots for cv in cvs]
+    lines.append(
+        f"expected cost of the whole hunt: about {both(whole)}, {at}, on its longest path "
+        "(each round adopting one candidate, its other arms gaining nothing)"
+    )
+    if spec.budget_boots is not None or spec.budget_gpu_hours is not None:
+        lines.append(
+            f"the budget is granted look by look: a round starts when its first look fits "
+            f"(round 1's, with the checks' first look kept back: {hs.minimum_budget(spec)} "
+            "boots), and the look it runs out at is the round's last: it decides what the "
+            "bounds allow and leaves the rest undecided"
+        )
+    return lines
+
+
+def _within(spec: hs.HuntSpec, state: hstate.HuntState) -> str:
+    """What the budget leaves of the worst case (the hunt stops there)."""
+    if spec.budget_boots is None or spec.budget_boots - state.spent.boots >= (
+        state.worst_case_left.boots
+    ):
+        return ""
+    return f"; the budget leaves {spec.budget_boots - state.spent.boots} boots"
+
+
 def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
     h = sweep.hunt
     s = h.spec
@@ -113,6 +162,7 @@ def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
         *outlook_lines(sweep, state),
         f"worst case of the whole hunt: {_cost(hstate.worst_case(s))} "
         f"({s.gpu_hours_per_boot:.3g} GPU-hours a boot, as budget.boot_minutes states)",
+        *([] if state.done else cost_lines(s, state)),
         f"budget: {' and '.join(budget) or 'none'}",
         f"spent so far: {_cost(state.spent)}",
     ]
@@ -126,7 +176,7 @@ def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
         arms = ", ".join(f"{a.candidate} ({a.verdict})" for a in r.arms)
         lines += [
             f"now: round {r.index + 1} ({r.kind}), reference {r.reference}; arms: {arms}",
-            f"worst case left: {_cost(state.worst_case_left)}",
+            f"worst case left: {_cost(state.worst_case_left)}" + _within(s, state),
             f"next: {len(state.needed)} boots (the jobs below; later stages and rounds "
             "follow from what these measure)",
         ]

@@ -222,6 +222,7 @@ def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
         "final": launch(sweep, state.final_variant),
         "first_boots": jsonable(state.first_boots),
         "excluded": dict(state.excluded),
+        "undecided": dict(state.undecided),
         "rounds": rounds_record(h.spec, state),
         "ledger": ledger(state, costs),
         "spent": spent,

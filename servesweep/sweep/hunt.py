@@ -201,8 +201,32 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
         spec = hs.from_dict(data)
     except ValueError as exc:
         raise CheckError(f"config: hunt: {str(exc).removeprefix('hunt spec: ')}") from None
+    _check_budget(spec)
     descriptions = {name: c.get("description") or "" for name, c in candidates.items()}
     return SweepHunt(spec, stack, model, resolved[start], metric, levels, descriptions)
+
+
+def _check_budget(spec: hs.HuntSpec) -> None:
+    """A budget that cannot pay for round 1's first look (with the checks' first look kept
+    back) fails here, before anything launches: the hunt could not start."""
+    need = hs.minimum_budget(spec)
+    why = (
+        f"round 1's first look ({spec.boots_min} boot(s) a side for the start and "
+        f"{len(hs.applicable(spec, (), ()))} candidates, the reference's retries and the first "
+        "boots) and the checks' first look kept back"
+    )
+    if spec.budget_boots is not None and spec.budget_boots < need:
+        raise CheckError(
+            f"{_where('budget.boots')}: {spec.budget_boots} boots is too small for even the "
+            f"hunt's first look: it needs at least {need}: {why}"
+        )
+    hours = need * hs.max_gpu_hours(spec)
+    if spec.budget_gpu_hours is not None and spec.budget_gpu_hours < hours - 1e-9:
+        raise CheckError(
+            f"{_where('budget.gpu_hours')}: {spec.budget_gpu_hours:g} GPU-hours is too small "
+            f"for even the hunt's first look: it needs at least {hours:.3g} ({need} boots at "
+            f"{hs.max_gpu_hours(spec):.3g} GPU-hours a boot): {why}"
+        )
 
 
 def check_hunt(config: dict, hunt: SweepHunt | None, check_flags) -> None:

@@ -22,7 +22,7 @@ from servesweep.results.report.plots import _png
 WORDS = {
     "adopt": ("adopted", "ok"),
     "reject": ("rejected", "failed"),
-    "undecided": ("no significant change at max boots (undecided)", "warn"),
+    "undecided": ("undecided: boots cut short", "warn"),
     "running": ("measuring", "warn"),
     "confirmed": ("confirmed", "ok"),
     "not confirmed": ("not confirmed", "failed"),
@@ -35,7 +35,7 @@ CHECK_WHY = {
     "not confirmed": "the final is not shown better than the start on fresh boots",
     "needed": "the final is better with it than without it",
     "not needed": "the final is not shown better with it than without it",
-    "undecided": "no significant difference at max boots",
+    "undecided": "not decided in the boots the budget allowed",
 }
 _ROUND = re.compile(r"\bround (\d+)\b")
 _PLACEHOLDER = re.compile(r"[\w/.:=@%+,-]*<\w+>[\w/.:=@%+,-]*")

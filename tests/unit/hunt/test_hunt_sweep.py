@@ -75,7 +75,7 @@ def test_the_objective_direction_levels_budget_and_gpus():
         objective={"metric": "p99_ttft_ms", "levels": [16, 4]},
         min_effect_pct=5,
         boots={"min": 2, "max": 6, "stage": 1},
-        budget={"boots": 40, "gpu_hours": 12.5, "boot_minutes": 30},
+        budget={"boots": 40, "gpu_hours": 125, "boot_minutes": 30},
         correctness_gate=False,
         ablate=False,
     )
@@ -84,7 +84,7 @@ def test_the_objective_direction_levels_budget_and_gpus():
     assert s.objective == hs.Objective("p99_ttft_ms", False, (16, 4))
     assert (s.boots_min, s.boots_max, s.stage, s.budget_boots) == (2, 6, 1, 40)
     assert s.gpu_hours_per_boot == pytest.approx(0.5 * 8)
-    assert s.budget_gpu_hours == 12.5 and not s.correctness_gate and not s.ablate
+    assert s.budget_gpu_hours == 125 and not s.correctness_gate and not s.ablate
     cfg["hunt"] |= {"margin_pct": 2, "first_boot": "drop"}
     cfg["engine"] = "vllm"
     cfg["variants"]["baseline"].pop("engine", None)
@@ -384,3 +384,31 @@ def test_max_load_within_the_slo_is_one_value_a_boot(tmp_path):
     cfg["hunt"]["objective"]["levels"] = [4]
     with pytest.raises(ConfigError, match=r"^config: hunt.objective.levels: .* has no levels"):
         load(cfg)
+
+
+def test_a_budget_too_small_for_the_first_look_fails_at_load_in_one_line(tmp_path):
+    from servesweep.hunt.state import replay
+    from servesweep.hunt_run.plan import header, plan_hunt
+
+    # a, b on the start (c requires a): round 1's first look is 1 boot for each of the 3
+    # variants, 2 retries of the reference and 3 first boots (8); the checks' first look
+    # kept back for one adopted candidate is the confirm's 1 + 1 and 2 retries (4): 12
+    with pytest.raises(ConfigError) as e:
+        load(hunt_cfg(budget={"boots": 11}))
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("config: hunt.budget.boots: 11 boots is too small")
+    assert "it needs at least 12" in line
+    sweep = load(hunt_cfg(budget={"boots": 12}))
+    assert len(replay(sweep.hunt.spec, {}).needed) == 3  # round 1 starts
+    # 30 boot-minutes on 1 GPU: 0.5 GPU-hours a boot, 6 for the 12 boots
+    with pytest.raises(ConfigError, match=r"^config: hunt\.budget\.gpu_hours: 5\.9 GPU-hours"):
+        load(hunt_cfg(budget={"gpu_hours": 5.9, "boot_minutes": 30}))
+    sweep = load(hunt_cfg(budget={"gpu_hours": 6, "boot_minutes": 30}))
+    # The plan, before a boot is spent: the round's and the whole hunt's expected and worst
+    # cost (round 1 at the cap: 20 boots for each of 3 variants, 2 retries, 3 first boots).
+    state, _ = plan_hunt(sweep, Paths(tmp_path))
+    text = "\n".join(header(sweep, state))
+    assert "cost of round 1 (2 arms): expected about " in text
+    assert "worst case 65 boots (32.50 GPU-hours) (every arm to boots.max)" in text
+    assert "expected cost of the whole hunt: about " in text
+    assert "a round starts when its first look fits" in text and "12 boots" in text

@@ -239,22 +239,36 @@ def test_a_hunt_that_adopts_nothing_says_so_in_one_line_each(tmp_path):
 
 
 def test_over_budget_and_undecided_are_said_in_words():
-    # Round 1's worst case (4 arms to 4 boots, 2 retries; first boots counted) and the
-    # confirm's fit 32 boots; with round 1's 10 or more boots spent (Welch: 2 boots a side
-    # and more), round 2's worst case and its checks do not.
-    spec = make_spec(
-        budget_boots=32, boots_max=4, boots_min=2, pool_variance=False, first_boot="keep"
-    )
-    hunt = hunt_json(spec)
-    assert hunt["stop_reason"] == "budget: the next round could exceed it"
+    # Welch, 2..4 boots a side, first boots counted. Round 1 (4 arms) adopts win at its
+    # first look (10 boots); round 2 (more, on win) needs 6 boots for its first look (2 a
+    # side and 2 retries), with the checks' first look kept back for two adopted candidates (the
+    # confirm and two ablations: 2 x 4 + 2 retries = 10): 26 in all, over 24.
+    kw = {"boots_max": 4, "boots_min": 2, "pool_variance": False, "first_boot": "keep"}
+    hunt = hunt_json(make_spec(budget_boots=24, **kw))
+    assert hunt["stop_reason"] == "budget: the next round's first look could exceed it"
     outcomes = {c["candidate"]: c for c in hunt_views.candidate_outcomes(hunt)}
     assert outcomes["more"]["outcome"] == "over budget"
-    assert outcomes["more"]["why"] == "over budget: the next round could exceed it"
-    assert hunt_views.ledger_view(hunt)["budget"] == "32 boots"
+    assert outcomes["more"]["why"] == "over budget: the next round's first look could exceed it"
+    assert hunt_views.ledger_view(hunt)["budget"] == "24 boots"
+    assert hunt["spent"]["boots"] <= 24 and hunt["incumbent"] == ["win"]
+    # 26 boots: round 2 starts, and the budget ends it after its first look, which leaves
+    # more undecided (2 boots a side of the 4 planned: 2 more each for it and its reference)
+    hunt = hunt_json(make_spec(budget_boots=26, **kw))
+    assert hunt["stop_reason"] == (
+        "budget: spent in round 2 at 2 boots a side; undecided: more "
+        "(about 4 more boots would settle them)"
+    )
+    assert hunt["spent"]["boots"] <= 26
+    outcomes = {c["candidate"]: c for c in hunt_views.candidate_outcomes(hunt)}
+    assert outcomes["more"]["outcome"] == "undecided: boots cut short"
+    assert outcomes["more"]["why"].startswith(
+        "round 2: undecided: the budget ran out at 2 boots a side (the round planned 4); "
+        "about 4 more boots"
+    )
     undecided = {"candidate": "x", "variant": "s+x", "verdict": "undecided",
                  "reason": "undecided at 4 boots"}  # fmt: skip
     assert hunt_views.verdict_words(undecided, None) == (
-        "no significant change at max boots (undecided)",
+        "undecided: boots cut short",
         "warn",
         "undecided at 4 boots",
     )
