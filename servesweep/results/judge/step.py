@@ -92,8 +92,8 @@ def collect_and_judge(
 
 def with_stages(verdicts: pd.DataFrame, stages: dict | None) -> pd.DataFrame:
     """The look (1 = the first stage) at which `repeats: auto` decided each variant, and
-    how (faster / slower / within margin / cap / open), on its primary rows; absent when
-    the sweep's repeats are fixed."""
+    how (faster / slower / within margin / out of reach / cap / open), on its primary
+    rows; absent when the sweep's repeats are fixed."""
     if not stages or verdicts.empty:
         return verdicts
     looks, outcomes = [], []

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from servesweep.sweep.stages import repeats_rule, simulate_boots, stage_decisions
+from servesweep.hunt import sequential as seq
+from servesweep.sweep.stages import _design, reach, repeats_rule, simulate_boots, stage_decisions
 
 LEVELS = [1, 4, 16, 64]
 
@@ -76,9 +77,10 @@ def test_nulls_are_rarely_called_and_end_within_the_margin_or_at_the_cap(cv):
             outcomes.add(arm.outcome)
             assert have["baseline"] >= arm.boots
     assert called / 1500 <= 0.05 + 2 * 0.0069
-    assert outcomes <= {"within margin", "cap", "faster", "slower"}
-    if cv >= 0.05:  # ±2 % cannot be shown in 8 boots at CV 5 %: the cap ends them
-        assert "cap" in outcomes
+    assert outcomes <= {"within margin", "out of reach", "cap", "faster", "slower"}
+    # ±2 % cannot be shown in 8 boots at CV 5 %: what ends them is that the cap's look
+    # could not call them either (conditional power under the trend below 10 %).
+    assert "out of reach" in outcomes
 
 
 def test_more_boots_do_not_change_an_earlier_decision():
@@ -97,3 +99,33 @@ def test_simulated_cost_lies_between_the_first_stage_and_the_cap():
     big = simulate_boots(rule, 2, 4, 0.02, gains=[1.0, 1.0], draws=20)
     assert big.fixed_min == 6 and big.expected <= 6.5  # decided at the first look, mostly
     assert big.fixed_min <= null.expected <= null.worst == 18
+
+
+@pytest.mark.parametrize(("gain", "se", "df"), [(0.0, 0.02, 8), (0.03, 0.02, 8), (-0.05, 0.04, 3)])
+def test_reach_is_the_chance_the_last_look_decides_if_the_change_seen_is_the_truth(gain, se, df):
+    # Known truth by simulation: the first n boots a side gave `gain` with standard error
+    # `se` (per-boot difference sd se·√n); the remaining N − n boots a side draw their mean
+    # difference about `gain` with that sd; the last look calls faster or slower when its
+    # mean is past the margin and past its efficacy bound at the df the pool has then.
+    rule = repeats_rule({"min": 2, "max": 6, "stage": 2})
+    design = _design(rule, 4, 0.05, 2.0)
+    n, last = design.looks[0], design.looks[-1]
+    s = seq.LevelStats(*(np.float64(x) for x in (gain, se, df, 0, 0, 0, 0)))
+    rng = np.random.default_rng(11)
+    sd_boot = se * math.sqrt(n)
+    new = rng.normal(gain, sd_boot / math.sqrt(last - n), 400_000)
+    final = (n * gain + (last - n) * new) / last
+    df_last = df * (last - 1) / (n - 1)
+    t_last = float(seq.t_upper(design.efficacy_p[-1], df_last))
+    bound = max(t_last * sd_boot / math.sqrt(last), math.log1p(0.02))
+    truth = float(np.mean(np.abs(final) > bound))
+    assert reach(design, 0, s) == pytest.approx(truth, abs=0.003)
+
+
+def test_unchanged_variants_stop_early_once_the_cap_cannot_decide_them():
+    # The costly case, every variant unchanged: the margin (±2 %) is out of reach in 6
+    # boots at any boot CV ≥ 2 %, so before "out of reach" every such variant ran to the
+    # cap (29.6 of 30 boots for 4 variants, benchmarks/results/gpu_minutes.json).
+    null = simulate_boots(repeats_rule("auto"), 4, 4, 0.05, draws=60, seed=3)
+    assert null.fixed_min == 10 and null.worst == 30
+    assert null.expected <= 20
