@@ -24,7 +24,7 @@ configuration; CV 5 %, requests 50 %).
 - `fixed-2`, `fixed-3`, `fixed-5`: `repeats` 2 / 3 / 5 at the default requests;
 - `auto-boots`: `repeats: auto` (min 2, max 6, stage 1; `servesweep.sweep.stages.
   stage_decisions`: Pocock-type group-sequential bounds from `servesweep.hunt.sequential`,
-  futility at the 2 % margin, the cap) at the default requests;
+  futility at the 2 % margin, `out of reach` at 10 %, the cap) at the default requests;
 - `auto`: `num_prompts: auto` (`servesweep.sizing.Precision`'s defaults: stop at a
   throughput RSE of 2 %, at least 5 batches of max(10, level) requests after a discarded
   first, within 120 s and 5,000 requests; modelled here by the count it reaches,
@@ -40,7 +40,8 @@ configuration; CV 5 %, requests 50 %).
 - `auto-kj-5`: the same with the stage rule's margin at 5 % (`stage_decisions(...,
   margin_pct=5)`: a variant stops adding boots once its interval lies within ±5 %, or
   beyond +5 %); the verdict stays the judge's at the 2 % margin. At 2 % the futility bound
-  is out of reach in 6 boots at boot CV ≥ 2 %, so every unchanged variant runs to the cap.
+  is out of reach in 6 boots at boot CV ≥ 2 %: what stops an unchanged variant early is the
+  `out of reach` rule (before it, every one ran to the cap: 29.2-29.9 boots of 30).
 
 Each sweep is judged by the judge's fast path (`tests/fixtures/verdict_sim.judge_fast`,
 checked against `verdicts.compare` verdict for verdict, staged sweeps' unequal boots

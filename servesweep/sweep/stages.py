@@ -12,9 +12,10 @@ variant is open. A variant is decided at the first look where
   practical margin, `margin_throughput_pct` for a throughput objective): no boot count
   would make it `faster` or `slower`;
 - **out of reach**: at every counted level the look at `max` would call it `faster` or
-  `slower` less than `REACH` (10 %) of the time if the change seen were the truth
-  (`reach`: conditional power under the trend). ±2 % cannot be shown in 6 boots at a
-  boot CV of 2 % or more, so before this rule every unchanged variant ran to the cap;
+  `slower` less than `reach` of the time (default 10 %; 0 turns the rule off) if the
+  change seen were the truth (`reach()`: conditional power under the trend). ±2 % cannot
+  be shown in 6 boots at a boot CV of 2 % or more, so before this rule every unchanged
+  variant ran to the cap;
 - **cap**: the look at `max` boots, whatever it says.
 
 The bounds are the hunt's (`servesweep.hunt.sequential`: Lan–DeMets spending over the
@@ -42,10 +43,10 @@ from scipy import stats as sps
 from servesweep.hunt import sequential as seq
 
 Outcome = Literal["faster", "slower", "within margin", "out of reach", "cap", "open"]
-DEFAULT_AUTO = {"min": 2, "max": 6, "stage": 1}  # the schema's `auto`, as a mapping
 SPENDING: seq.Spending = "pocock"
 POWER = 0.8  # futility's: 1 − power of missing a change of the margin, over the levels
 REACH = 0.10  # "out of reach": below this chance that the last look decides, at every level
+DEFAULT_AUTO = {"min": 2, "max": 6, "stage": 1, "reach": REACH}  # the schema's `auto`
 
 
 class RepeatsRule(NamedTuple):
@@ -54,6 +55,7 @@ class RepeatsRule(NamedTuple):
     min: int
     max: int
     stage: int
+    reach: float = REACH  # 0: never "out of reach" (every open variant runs to the cap)
 
     @property
     def looks(self) -> tuple[int, ...]:
@@ -69,7 +71,9 @@ def repeats_rule(repeats: int | str | Mapping) -> RepeatsRule:
     if isinstance(repeats, int):
         return RepeatsRule(repeats, repeats, 1)
     given = dict(DEFAULT_AUTO) if repeats == "auto" else {**DEFAULT_AUTO, **dict(repeats)}
-    return RepeatsRule(int(given["min"]), int(given["max"]), int(given["stage"]))
+    return RepeatsRule(
+        int(given["min"]), int(given["max"]), int(given["stage"]), float(given["reach"])
+    )
 
 
 class ArmStage(NamedTuple):
@@ -92,11 +96,22 @@ class Stages(NamedTuple):
 def _design(rule: RepeatsRule, levels: int, alpha: float, margin_pct: float) -> seq.Design:
     # Pocock-type spending (the hunt's default): a large change is called at the first look.
     return seq.make_design(
-        *rule, alpha / 2, POWER, margin_pct, levels, SPENDING, SPENDING, margin_pct=margin_pct
+        rule.min,
+        rule.max,
+        rule.stage,
+        alpha / 2,
+        POWER,
+        margin_pct,
+        levels,
+        SPENDING,
+        SPENDING,
+        margin_pct=margin_pct,
     )
 
 
-def _decide(design: seq.Design, k: int, per: Sequence[seq.LevelStats], levels) -> ArmStage | None:
+def _decide(
+    design: seq.Design, k: int, per: Sequence[seq.LevelStats], levels, floor: float = REACH
+) -> ArmStage | None:
     margin = math.log1p(design.margin)
     best = None
     for lv, s in zip(levels, per, strict=True):
@@ -115,7 +130,7 @@ def _decide(design: seq.Design, k: int, per: Sequence[seq.LevelStats], levels) -
     gain = float(per[0].gain)
     if within:
         return ArmStage("within margin", k, design.looks[k], 100 * math.expm1(gain), levels[0])
-    if k < len(design.looks) - 1 and all(reach(design, k, s) < REACH for s in per):
+    if k < len(design.looks) - 1 and all(reach(design, k, s) < floor for s in per):
         return ArmStage("out of reach", k, design.looks[k], 100 * math.expm1(gain), levels[0])
     if k == len(design.looks) - 1:
         return ArmStage("cap", k, design.looks[k], 100 * math.expm1(gain), levels[0])
@@ -174,7 +189,7 @@ def stage_decisions(
         for v in open_now:
             others = [arrays[o][:, :n] for o in arrays if o != v and arrays[o].shape[1] >= 2]
             per = seq.look_stats(design, k, base, arrays[v], higher_is_better, others)
-            decided = _decide(design, k, per, list(levels))
+            decided = _decide(design, k, per, list(levels), rule.reach)
             if decided:
                 arms[v] = decided
     for v, x in arrays.items():

@@ -25,7 +25,9 @@ def staged_config():
         "same": {"flags": {**TIMING, "seed": 3}},
     }
     cfg = config(variants, levels=(1, 4))
-    cfg["benchmark"]["repeats"] = {"min": 2, "max": 3, "stage": 1}
+    # reach 0: an unchanged variant runs to the cap (the default, 0.1, stops it at the
+    # first look once the cap's look could not call it: tests/unit/sweep/test_stages.py).
+    cfg["benchmark"]["repeats"] = {"min": 2, "max": 3, "stage": 1, "reach": 0}
     # Requests sized by precision too (servesweep/sizing.py): batches of 10, at least 3.
     cfg["benchmark"]["num_prompts"] = "auto"
     cfg["benchmark"]["precision"] = {

@@ -19,7 +19,9 @@ def draw(rng, gain, cv, n, levels=4):
 
 
 def test_repeats_rule_reads_every_form():
-    assert repeats_rule(3) == (3, 3, 1) and not repeats_rule(3).staged
+    assert repeats_rule(3)[:3] == (3, 3, 1) and not repeats_rule(3).staged
+    assert repeats_rule("auto").reach == 0.1
+    assert repeats_rule({"min": 2, "max": 4, "reach": 0}) == (2, 4, 1, 0.0)
     assert repeats_rule("auto").looks == (2, 3, 4, 5, 6)
     assert repeats_rule({"min": 2, "max": 10, "stage": 3}).looks == (2, 5, 8, 10)
 
@@ -129,3 +131,6 @@ def test_unchanged_variants_stop_early_once_the_cap_cannot_decide_them():
     null = simulate_boots(repeats_rule("auto"), 4, 4, 0.05, draws=60, seed=3)
     assert null.fixed_min == 10 and null.worst == 30
     assert null.expected <= 20
+    # reach 0 turns the rule off: the cap again (within-margin stops are out of reach).
+    off = simulate_boots(repeats_rule({"min": 2, "max": 6, "reach": 0}), 4, 4, 0.05, draws=20)
+    assert off.expected >= 28
