@@ -1,0 +1,298 @@
+"""benchmarks/gpu/tuner.py: the one-shot tuner generated from a hunt's sweep file (the same
+launches as the hunt's round 1, the committed H200 example never drifting from its hunt),
+its pick from summary.csv, the fresh-boot check's sweep; and a CPU rehearsal through real
+Snakemake: the tuner run on the fault server, its pick, the check planned."""
+
+import copy
+import csv
+import importlib.util
+import json
+import re
+import shutil
+import sys
+import time
+
+import pytest
+import yaml
+from fixtures.faults import config as fault_config
+from fixtures.paths import ROOT
+from fixtures.workflow import run_snakemake
+
+from servesweep.sweep.config import load, load_file
+
+SCRIPT = ROOT / "benchmarks" / "gpu" / "tuner.py"
+HUNT = ROOT / "config" / "examples" / "h200-vllm-hunt.yaml"
+TUNER = ROOT / "config" / "examples" / "h200-vllm-tuner.yaml"
+_spec = importlib.util.spec_from_file_location("gpu_tuner", SCRIPT)
+tuner = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tuner)
+
+
+def hunt_raw() -> dict:
+    return yaml.safe_load(HUNT.read_text())
+
+
+def hunt_json(raw: dict, variant: str) -> dict:
+    """The fields of results/hunt/hunt.json the check reads (docs/records.md)."""
+    sweep = load(copy.deepcopy(raw))
+    resolved = sweep.variant(variant)
+    final = {"variant": variant, "flags": resolved["flags"], "env": resolved["env"]}
+    return {"start": sweep.hunt.spec.start.name, "final": final}
+
+
+def test_the_tuner_is_the_hunts_round_one_one_boot_each():
+    raw = hunt_raw()
+    hunt, mine = load(copy.deepcopy(raw)), load(tuner.tuner_config(raw))
+    names = list(raw["hunt"]["candidates"])
+    assert list(mine.variants) == ["baseline", *names]
+    assert mine.repeats == 1 and mine.hunt is None
+    assert mine.analysis["objective"] == "output_throughput"
+    assert mine.analysis["levels"] == [256, 1024] and mine.analysis["baseline"] == "baseline"
+    assert mine.benchmark["workload"] == hunt.benchmark["workload"]
+    assert mine.levels == hunt.levels and mine.models == hunt.models
+    for name in mine.variants:
+        theirs = name if name == "baseline" else f"baseline+{name}"
+        a = mine.spec("vllm-0.26", "moe-1b", name)
+        b = hunt.spec("vllm-0.26", "moe-1b", theirs)
+        assert {k for k in a if a[k] != b[k]} <= {"variant"}, name
+        assert a["command"] == b["command"] and a["env"] == b["env"], name
+
+
+def test_the_shipped_tuner_example_is_generated_from_the_hunt(capsys):
+    """One source of truth: edit the hunt's candidates, and this fails until the example is
+    generated again (the command is in the example's first lines)."""
+    assert tuner.main(["config", "config/examples/h200-vllm-hunt.yaml"]) == 0
+    assert capsys.readouterr().out == TUNER.read_text()
+
+
+def test_a_candidate_that_requires_another_is_left_out_and_another_stack_refused():
+    raw = hunt_raw()
+    raw["hunt"]["candidates"]["big-batch"]["requires"] = "more-seqs"
+    assert "big-batch" not in load(tuner.tuner_config(raw)).variants
+    raw["stacks"]["other"] = {"kind": "existing", "python": "/usr/bin/python3"}
+    raw["hunt"]["candidates"]["eager"]["stack"] = "other"
+    with pytest.raises(tuner.TunerError, match=r"hunt\.candidates\.eager\.stack: 'other'"):
+        tuner.tuner_config(raw)
+    del raw["hunt"]
+    with pytest.raises(tuner.TunerError, match="hunt: missing"):
+        tuner.tuner_config(raw)
+
+
+def rows(values: dict, level_key=("256", "1024"), **extra) -> list[dict]:
+    """summary.csv rows: variant -> a value per counted level (None: an invalid row)."""
+    out = []
+    for variant, per_level in values.items():
+        for level, value in zip(level_key, per_level, strict=True):
+            out.append(
+                {
+                    "variant": variant,
+                    "level": level,
+                    "cell_status": "ok",
+                    "valid": "False" if value is None else "True",
+                    "invalid_reasons": "failed_requests: 3 of 16" if value is None else "",
+                    "output_throughput": "" if value is None else str(value),
+                    **extra.get(variant, {}),
+                }
+            )
+        out.append({"variant": variant, "level": "1", "valid": "True", "output_throughput": "1e9"})
+    return out
+
+
+def test_the_pick_is_the_highest_geometric_mean_at_the_counted_levels():
+    sweep = load(tuner.tuner_config(hunt_raw()))
+    pick = tuner.score_rows(
+        sweep,
+        rows(
+            {
+                "baseline": (8000, 9000),
+                "more-seqs": (8000, 12000),  # 9,798
+                "ngram-spec": (11000, 9000),  # 9,950: the pick, not the best at 1024
+                "fp8-kv": (20000, None),  # fastest at 256, an invalid row at 1024
+            }
+        ),
+    )
+    assert pick.variant == "ngram-spec" and pick.levels == (256, 1024) and pick.higher_is_better
+    scores = {s.variant: s for s in pick.scores}
+    assert scores["more-seqs"].value == pytest.approx((8000 * 12000) ** 0.5)
+    assert scores["fp8-kv"].value is None and "failed_requests" in scores["fp8-kv"].why
+    assert scores["eager"].why == "not measured"
+
+
+def test_a_failed_boot_is_out_and_the_start_wins_when_nothing_beats_it():
+    sweep = load(tuner.tuner_config(hunt_raw()))
+    failed = {"cell_status": "failed", "failure_cause": "rejected_args", "failure_stage": "boot"}
+    pick = tuner.score_rows(
+        sweep,
+        rows(
+            {"baseline": (9000, 9000), "eager": (4000, 7000), "bad-flag": (None, None)},
+            **{"bad-flag": failed},
+        ),
+    )
+    assert pick.variant == "baseline"
+    assert {s.variant: s.why for s in pick.scores}["bad-flag"] == "failed: rejected_args (boot)"
+    with pytest.raises(tuner.TunerError, match="no variant has a valid value"):
+        tuner.score_rows(sweep, rows({"baseline": (None, 9000)}))
+
+
+def test_a_latency_objective_picks_the_lowest():
+    raw = hunt_raw()
+    raw["hunt"]["objective"]["metric"] = "median_tpot_ms"
+    sweep = load(tuner.tuner_config(raw))
+    data = [
+        {"variant": v, "level": lv, "valid": "True", "median_tpot_ms": str(ms)}
+        for v, ms in (("baseline", 50), ("ngram-spec", 14), ("eager", 70))
+        for lv in ("256", "1024")
+    ]
+    assert tuner.score_rows(sweep, data).variant == "ngram-spec"
+
+
+def test_the_check_boots_the_start_the_pick_and_the_final():
+    raw = hunt_raw()
+    final = "baseline+more-seqs+async-sched+ngram-spec"
+    check = load(tuner.check_config(raw, hunt_json(raw, final), "no-prefix-cache"))
+    hunt = load(copy.deepcopy(raw))
+    assert list(check.variants) == ["baseline", "tuner-pick", "hunt-final"]
+    assert check.repeats == 4 and check.analysis["first_boot"] == "drop"
+    for name, theirs in (
+        ("baseline", "baseline"),
+        ("tuner-pick", "baseline+no-prefix-cache"),
+        ("hunt-final", final),
+    ):
+        assert (
+            check.spec("vllm-0.26", "moe-1b", name)["command"]
+            == hunt.spec("vllm-0.26", "moe-1b", theirs)["command"]
+        ), name
+
+
+def test_the_check_boots_a_shared_pick_once_and_a_pick_that_is_the_start_not_at_all():
+    raw = hunt_raw()
+    same = tuner.check_config(raw, hunt_json(raw, "baseline+ngram-spec"), "ngram-spec")
+    assert list(same["variants"]) == ["baseline", "tuner-pick-hunt-final"]
+    start = tuner.check_config(raw, hunt_json(raw, "baseline+ngram-spec"), "baseline", 3)
+    assert list(start["variants"]) == ["baseline", "hunt-final"]
+    assert start["benchmark"]["repeats"] == 3
+
+
+def test_the_check_refuses_a_hunt_json_of_another_sweep_and_too_few_boots():
+    raw = hunt_raw()
+    other = hunt_json(raw, "baseline+ngram-spec")
+    other["final"]["flags"]["max-model-len"] = 4096
+    with pytest.raises(tuner.TunerError, match=r"^hunt\.json: final\.flags/env differ"):
+        tuner.check_config(raw, other, "eager")
+    with pytest.raises(tuner.TunerError, match="no composition of this hunt"):
+        tuner.check_config(raw, {"start": "baseline", "final": {"variant": "x+y"}}, "eager")
+    with pytest.raises(tuner.TunerError, match="neither the start nor a candidate"):
+        tuner.check_config(raw, hunt_json(raw, "baseline"), "fast")
+    with pytest.raises(tuner.TunerError, match="--repeats: 2"):
+        tuner.check_config(raw, hunt_json(raw, "baseline"), "eager", 2)
+
+
+def test_bad_input_is_one_line_and_exit_status_two(tmp_path):
+    import subprocess
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("stacks: [\n")
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "config", str(bad)], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"tuner: config file {bad} line 2: not valid YAML\n"
+
+
+# The rehearsal: a hunt of the fault server (command engine) whose right picks are known.
+# Each candidate divides the per-token gap; `needs` requires `fast` (not on the start alone).
+CANDIDATES = {
+    "fast": {"flags": {"speedup": 1.6}, "description": "faster by 60 %"},
+    "slow": {"flags": {"speedup": 0.6}},
+    "crash": {"flags": {"fault": "die_at", "at": 4, "signature": "nccl"}},
+    "needs": {"flags": {"speedup": 3.0}, "requires": "fast"},
+}
+
+
+def rehearsal_hunt() -> dict:
+    start = {"greedy": True, "gap-ms": 20, "boot-s": 0.2, "seed": 1}
+    return fault_config(
+        {"baseline": {"flags": start}},
+        levels=(1, 4),
+        min_prompts=8,
+        correctness={"prompts": 2, "max_tokens": 4},
+        hunt={
+            "start": "baseline",
+            "candidates": CANDIDATES,
+            "objective": {"levels": [4]},
+            "boots": {"min": 2, "max": 2},
+            "budget": {"boot_minutes": 0.1},
+        },
+    )
+
+
+def dry_run(workdir, configfile):
+    result = run_snakemake(workdir, "-n", "--cores", "1", "--configfile", str(configfile))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return sorted(
+        re.findall(r"rule run_cell:.*?variant=([\w.-]+), repeat=(\d+)", result.stdout, re.S)
+    )
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_cpu_rehearsal_runs_the_tuner_picks_and_plans_the_check(tmp_path, capsys):
+    hunt = tmp_path / "hunt.yaml"
+    hunt.write_text(yaml.safe_dump(rehearsal_hunt(), sort_keys=False))
+    run = tmp_path / "tuner"
+    run.mkdir()
+    assert tuner.main(["config", str(hunt)]) == 0
+    (run / "tuner.yaml").write_text(capsys.readouterr().out)
+    began = time.monotonic()
+    result = run_snakemake(
+        run,
+        "--cores",
+        "1",
+        "results/report.html",
+        "--configfile",
+        str(run / "tuner.yaml"),
+        timeout=300,
+    )
+    wall = time.monotonic() - began
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # One boot each of the start and the three candidates that go on it alone.
+    boots = sorted(p.parent.parent.name for p in run.glob("results/cells/*/*/*/r*/cell.json"))
+    assert boots == ["baseline", "crash", "fast", "slow"], boots
+    assert not list(run.glob("results/cells/*/*/*/r1"))
+
+    assert tuner.main(["pick", str(run / "tuner.yaml"), str(run / "results/summary.csv")]) == 0
+    text = capsys.readouterr().out
+    assert text.rstrip().endswith("pick: fast"), text
+    assert re.search(r"crash +out: failed: nccl", text), text
+    with open(run / "results/summary.csv", newline="") as f:
+        assert {r["variant"] for r in csv.DictReader(f)} == {"baseline", "crash", "fast", "slow"}
+
+    # The hunt's final (say it adopted fast, then needs), and the check's plan.
+    final = tmp_path / "hunt.json"
+    final.write_text(json.dumps(hunt_json(rehearsal_hunt(), "baseline+fast+needs")))
+    assert tuner.main(["check", str(hunt), str(final), "fast", "--repeats", "3"]) == 0
+    check = tmp_path / "check"
+    check.mkdir()
+    (check / "check.yaml").write_text(capsys.readouterr().out)
+    planned = dry_run(check, check / "check.yaml")
+    assert planned == sorted(
+        (v, str(r)) for v in ("baseline", "tuner-pick", "hunt-final") for r in range(3)
+    )
+    assert wall < 60, f"the tuner's sweep took {wall:.0f} s"
+
+
+@pytest.mark.workflow
+def test_the_h200_tuner_and_check_plan_without_a_gpu(tmp_path, capsys):
+    """`snakemake -n` on the shipped tuner (9 boots) and on a check generated from it."""
+    planned = dry_run(tmp_path, TUNER)
+    assert planned == sorted((v, "0") for v in load_file(TUNER).variants)
+    raw = hunt_raw()
+    final = tmp_path / "hunt.json"
+    final.write_text(json.dumps(hunt_json(raw, "baseline+more-seqs+ngram-spec")))
+    assert tuner.main(["check", str(HUNT), str(final), "fp8-kv"]) == 0
+    (tmp_path / "check.yaml").write_text(capsys.readouterr().out)
+    shutil.rmtree(tmp_path / ".snakemake", ignore_errors=True)
+    planned = dry_run(tmp_path, tmp_path / "check.yaml")
+    assert planned == sorted(
+        (v, str(r)) for v in ("baseline", "tuner-pick", "hunt-final") for r in range(4)
+    )
