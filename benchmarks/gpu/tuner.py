@@ -61,11 +61,13 @@ class TunerError(ValueError):
 class Score(NamedTuple):
     variant: str
     value: float | None  # geometric mean over the counted levels; None: out
+    gain_pct: float | None  # against the start's, in % (the one-shot claim a check tests)
     why: str  # why it is out ('' when scored)
 
 
 class Pick(NamedTuple):
     variant: str  # the tuner's pick: a candidate, or the start when none beat it
+    start: str
     metric: str
     levels: tuple
     higher_is_better: bool
@@ -192,13 +194,18 @@ def score_rows(sweep: Sweep, rows: list[dict]) -> Pick:
                 reasons = "; ".join(sorted({r.get("invalid_reasons") or "no value" for r in at}))
                 why = f"level {level}: {reasons or 'no row'}"
             break
-        value = math.exp(sum(logs) / len(logs)) if not why else None
-        scores.append(Score(variant, value, why))
-    scored = [s for s in scores if s.value is not None]
+        scores.append((variant, math.exp(sum(logs) / len(logs)) if not why else None, why))
+    scored = [(v, value) for v, value, _ in scores if value is not None]
     if not scored:
         raise TunerError("summary.csv: no variant has a valid value at every counted level")
-    best = (max if higher else min)(scored, key=lambda s: s.value)
-    return Pick(best.variant, metric, levels, higher, tuple(scores))
+    best = (max if higher else min)(scored, key=lambda s: s[1])[0]
+    start = analysis["baseline"]
+    ref = dict(scored).get(start)
+    out = tuple(
+        Score(v, value, None if value is None or ref is None else 100 * (value / ref - 1), why)
+        for v, value, why in scores
+    )
+    return Pick(best, start, metric, levels, higher, out)
 
 
 def read_summary(path: Path) -> list[dict]:
@@ -293,7 +300,7 @@ def gpu_minutes(results: Path) -> Minutes:
         seconds = max((end - start).total_seconds(), 0.0)
         boots += 1
         wall += seconds / 60
-        gpu += seconds / 60 * max(int((cell.get("spec") or {}).get("gpus") or 0), 1)
+        gpu += seconds / 60 * int((cell.get("spec") or {}).get("gpus") or 0)
     return Minutes(str(results), boots, round(wall, 2), round(gpu, 2))
 
 
@@ -314,6 +321,8 @@ def _pick_text(pick: Pick) -> str:
     lines = [f"{pick.metric} at {levels} (geometric mean, one boot), the {word} wins:"]
     for s in sorted(pick.scores, key=lambda s: (s.value is None, -(s.value or 0))):
         shown = f"{s.value:,.1f}" if s.value is not None else f"out: {s.why}"
+        if s.gain_pct is not None and s.variant != pick.start:
+            shown += f"  ({s.gain_pct:+.1f} % against {pick.start})"
         lines.append(f"  {s.variant:<24} {shown}")
     lines.append(f"pick: {pick.variant}")
     return "\n".join(lines)

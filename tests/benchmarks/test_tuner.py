@@ -114,6 +114,8 @@ def test_the_pick_is_the_highest_geometric_mean_at_the_counted_levels():
     assert pick.variant == "ngram-spec" and pick.levels == (256, 1024) and pick.higher_is_better
     scores = {s.variant: s for s in pick.scores}
     assert scores["more-seqs"].value == pytest.approx((8000 * 12000) ** 0.5)
+    start = (8000 * 9000) ** 0.5
+    assert scores["ngram-spec"].gain_pct == pytest.approx(100 * ((11000 * 9000) ** 0.5 / start - 1))
     assert scores["fp8-kv"].value is None and "failed_requests" in scores["fp8-kv"].why
     assert scores["eager"].why == "not measured"
 
@@ -199,11 +201,23 @@ def test_bad_input_is_one_line_and_exit_status_two(tmp_path):
     assert result.stderr == f"tuner: config file {bad} line 2: not valid YAML\n"
 
 
+def test_gpu_minutes_are_each_boots_wall_time_times_its_gpus(tmp_path):
+    for variant, boot, end, gpus in (("a", 0, "00:01:30", 1), ("b", 0, "00:02:00", 2)):
+        cell = tmp_path / f"results/cells/s/m/{variant}/r{boot}/cell.json"
+        cell.parent.mkdir(parents=True)
+        times = {
+            "started_at": "2026-12-06T00:00:00+00:00",
+            "finished_at": f"2026-12-06T{end}+00:00",
+        }
+        cell.write_text(json.dumps({**times, "spec": {"gpus": gpus}}))
+    (tmp_path / "results/cells/s/m/c/r0").mkdir(parents=True)  # cut: no cell.json
+    assert tuner.gpu_minutes(tmp_path / "results")[1:] == (2, 3.5, 5.5)
+
+
 # The rehearsal: a hunt of the fault server (command engine) whose right picks are known.
 # Each candidate divides the per-token gap; `needs` requires `fast` (not on the start alone).
 CANDIDATES = {
     "fast": {"flags": {"speedup": 1.6}, "description": "faster by 60 %"},
-    "slow": {"flags": {"speedup": 0.6}},
     "crash": {"flags": {"fault": "die_at", "at": 4, "signature": "nccl"}},
     "needs": {"flags": {"speedup": 3.0}, "requires": "fast"},
 }
@@ -213,7 +227,7 @@ def rehearsal_hunt() -> dict:
     start = {"greedy": True, "gap-ms": 20, "boot-s": 0.2, "seed": 1}
     return fault_config(
         {"baseline": {"flags": start}},
-        levels=(1, 4),
+        levels=(4,),
         min_prompts=8,
         correctness={"prompts": 2, "max_tokens": 4},
         hunt={
@@ -255,17 +269,20 @@ def test_cpu_rehearsal_runs_the_tuner_picks_and_plans_the_check(tmp_path, capsys
     )
     wall = time.monotonic() - began
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    # One boot each of the start and the three candidates that go on it alone.
+    # One boot each of the start and the two candidates that go on it alone.
     boots = sorted(p.parent.parent.name for p in run.glob("results/cells/*/*/*/r*/cell.json"))
-    assert boots == ["baseline", "crash", "fast", "slow"], boots
+    assert boots == ["baseline", "crash", "fast"], boots
     assert not list(run.glob("results/cells/*/*/*/r1"))
 
     assert tuner.main(["pick", str(run / "tuner.yaml"), str(run / "results/summary.csv")]) == 0
     text = capsys.readouterr().out
     assert text.rstrip().endswith("pick: fast"), text
     assert re.search(r"crash +out: failed: nccl", text), text
+    assert re.search(r"fast +[\d,.]+  \(\+[\d.]+ % against baseline\)", text), text
+    assert tuner.main(["minutes", str(run / "results")]) == 0
+    assert f"| {run / 'results'} | 3 | " in capsys.readouterr().out  # 3 boots, no GPU
     with open(run / "results/summary.csv", newline="") as f:
-        assert {r["variant"] for r in csv.DictReader(f)} == {"baseline", "crash", "fast", "slow"}
+        assert {r["variant"] for r in csv.DictReader(f)} == {"baseline", "crash", "fast"}
 
     # The hunt's final (say it adopted fast, then needs), and the check's plan.
     final = tmp_path / "hunt.json"
