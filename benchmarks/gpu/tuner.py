@@ -1,6 +1,6 @@
 """The one-shot tuner beside the hunt, and the fresh-boot check of both their picks.
 
-The one-shot tuner is what vLLM's benchmarks/auto_tune and Optuna-style tuners do: every
+The one-shot tuner is what vLLM's auto_tune script and Optuna-style tuners do: every
 candidate once on top of the start, one boot each, and the highest objective wins. Here it
 is an ordinary servesweep sweep generated from a hunt's sweep file (one source of truth for
 the candidates: the two cannot drift), and its pick is read from its results/summary.csv.
