@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from servesweep.hunt.spec import applicable  # noqa: E402
 from servesweep.level import parse_value  # noqa: E402
+from servesweep.server.engines import launch_env  # noqa: E402
 from servesweep.sweep.config import Sweep, load, read_sweep  # noqa: E402
 
 GENERATED = """\
@@ -238,8 +239,11 @@ def _final_members(raw: dict, sweep: Sweep, hunt_json: dict, source: str) -> tup
         raise TunerError(
             f"{source}: final.variant: {name!r} is no composition of this hunt"
         ) from None
-    resolved = sweep.hunt.variant(name)
-    if final.get("flags") != resolved["flags"] or final.get("env") != resolved["env"]:
+    # As the hunt writes them (servesweep.hunt_run.steps.launch): the cell spec's flags and
+    # the env the server gets, through JSON.
+    spec = sweep.spec(sweep.hunt.stack_of(name), sweep.hunt.model, name)
+    expected = json.loads(json.dumps({"flags": spec["flags"], "env": launch_env(spec)}))
+    if {k: final.get(k) for k in ("flags", "env")} != expected:
         raise TunerError(
             f"{source}: final.flags/env differ from {name} composed by the hunt config "
             "(was the hunt run with another sweep file?)"

@@ -18,6 +18,7 @@ from fixtures.faults import config as fault_config
 from fixtures.paths import ROOT
 from fixtures.workflow import run_snakemake
 
+from servesweep.hunt_run.steps import launch
 from servesweep.sweep.config import load, load_file
 
 SCRIPT = ROOT / "benchmarks" / "gpu" / "tuner.py"
@@ -33,11 +34,11 @@ def hunt_raw() -> dict:
 
 
 def hunt_json(raw: dict, variant: str) -> dict:
-    """The fields of results/hunt/hunt.json the check reads (docs/records.md)."""
+    """The fields of results/hunt/hunt.json the check reads (docs/records.md), written by
+    the hunt's own writer and through JSON, as the file holds them."""
     sweep = load(copy.deepcopy(raw))
-    resolved = sweep.variant(variant)
-    final = {"variant": variant, "flags": resolved["flags"], "env": resolved["env"]}
-    return {"start": sweep.hunt.spec.start.name, "final": final}
+    record = {"start": sweep.hunt.spec.start.name, "final": launch(sweep, variant)}
+    return json.loads(json.dumps(record))
 
 
 def test_the_tuner_is_the_hunts_round_one_one_boot_each():
@@ -178,7 +179,7 @@ def test_the_check_boots_a_shared_pick_once_and_a_pick_that_is_the_start_not_at_
 def test_the_check_refuses_a_hunt_json_of_another_sweep_and_too_few_boots():
     raw = hunt_raw()
     other = hunt_json(raw, "baseline+ngram-spec")
-    other["final"]["flags"]["max-model-len"] = 4096
+    other["final"]["flags"][0] = ["max-model-len", 4096]
     with pytest.raises(tuner.TunerError, match=r"^hunt\.json: final\.flags/env differ"):
         tuner.check_config(raw, other, "eager")
     with pytest.raises(tuner.TunerError, match="no composition of this hunt"):
