@@ -8,7 +8,7 @@ The check then boots the start, the tuner's pick and the hunt's final again, fre
 interleaved, so that the report's verdicts say whether each pick holds.
 
     python benchmarks/gpu/tuner.py config HUNT.yaml > TUNER.yaml
-    python benchmarks/gpu/tuner.py pick TUNER.yaml results/summary.csv
+    python benchmarks/gpu/tuner.py pick TUNER.yaml results/summary.csv [--from-hunt]
     python benchmarks/gpu/tuner.py check HUNT.yaml hunt.json PICK [--repeats 4] > CHECK.yaml
     python benchmarks/gpu/tuner.py minutes RESULTS_DIR...
 
@@ -17,9 +17,10 @@ on the start alone (no `requires`) a variant extending it; `benchmark.repeats: 1
 hunt's objective as `analysis.objective` and `analysis.levels`. `pick`: per variant, the
 geometric mean over the counted levels of the objective (the mean over a boot's in-boot
 measurements), the start included; a variant missing a valid row at a counted level is
-out, with why. `check`: the start as `baseline`, `tuner-pick` and `hunt-final` (one variant
-when they are the same configuration, none for a pick that is the start), `repeats` boots
-each with the first left out (vLLM compiles on first use, as the hunt leaves it out).
+out, with why; `--from-hunt` reads a hunt's summary.csv instead (its round-1 first
+boots). `check`: the start as `baseline`, `tuner-pick` and `hunt-final` (one variant when
+they are the same configuration, none for a pick that is the start), `repeats` boots each
+with the first left out (vLLM compiles on first use, as the hunt leaves it out).
 `minutes`: each results folder's boots, wall time x GPUs, in GPU-minutes.
 Bad input: one line naming the file or key, exit status 2.
 """
@@ -209,6 +210,21 @@ def score_rows(sweep: Sweep, rows: list[dict]) -> Pick:
     return Pick(best, start, metric, levels, higher, out)
 
 
+def hunt_first_boots(sweep: Sweep, rows: list[dict]) -> list[dict]:
+    """A hunt's summary.csv rows as the tuner's: the first boot (r0) of the start and of
+    each round-1 arm `<start>+<candidate>`, named as the tuner names it. Each is one boot of
+    the same launch as the tuner's variant, booted first as the tuner boots it (every
+    configuration's r0 before any r1), and left out of the hunt's own decisions on an engine
+    that compiles on first use: the one-shot tuner's data at no extra boot."""
+    start = sweep.analysis["baseline"]
+    names = {start: start, **{f"{start}+{v}": v for v in sweep.variants if v != start}}
+    out = []
+    for row in rows:
+        if row.get("variant") in names and str(row.get("repeat")) == "0":
+            out.append({**row, "variant": names[row["variant"]]})
+    return out
+
+
 def read_summary(path: Path) -> list[dict]:
     try:
         with open(path, newline="") as f:
@@ -341,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("tuner_config")
     p.add_argument("summary")
     p.add_argument("--json", action="store_true", help="the scores as JSON")
+    p.add_argument(
+        "--from-hunt", action="store_true", help="SUMMARY is a hunt's: its round-1 first boots"
+    )
     p = sub.add_parser("check", help="the fresh-boot check's sweep, on stdout")
     p.add_argument("hunt_config")
     p.add_argument("hunt_json")
@@ -356,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
             print(_dump(out, f"config {args.hunt_config}", args.hunt_config), end="")
         elif args.cmd == "pick":
             sweep = _validated(_read_yaml(args.tuner_config), args.tuner_config)
-            pick = score_rows(sweep, read_summary(Path(args.summary)))
+            rows = read_summary(Path(args.summary))
+            pick = score_rows(sweep, hunt_first_boots(sweep, rows) if args.from_hunt else rows)
             print(json.dumps(pick._asdict(), indent=1) if args.json else _pick_text(pick))
         elif args.cmd == "check":
             raw = _read_yaml(args.hunt_config)

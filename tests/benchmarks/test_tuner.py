@@ -137,6 +137,27 @@ def test_a_failed_boot_is_out_and_the_start_wins_when_nothing_beats_it():
         tuner.score_rows(sweep, rows({"baseline": (None, 9000)}))
 
 
+def test_a_hunts_round_one_first_boots_are_the_tuners_data():
+    sweep = load(tuner.tuner_config(hunt_raw()))
+    hunt_rows = [
+        {"variant": v, "repeat": r, "level": lv, "valid": "True", "output_throughput": str(x)}
+        for v, r, x in (
+            ("baseline", "0", 9000),
+            ("baseline", "1", 1),  # later boots and rounds are the hunt's, not the tuner's
+            ("baseline+eager", "0", 7000),
+            ("baseline+ngram-spec", "0", 12000),
+            ("baseline+more-seqs", "1", 99000),
+            ("baseline+more-seqs+ngram-spec", "0", 99000),
+        )
+        for lv in ("256", "1024")
+    ]
+    mine = tuner.hunt_first_boots(sweep, hunt_rows)
+    assert sorted({r["variant"] for r in mine}) == ["baseline", "eager", "ngram-spec"]
+    pick = tuner.score_rows(sweep, mine)
+    assert pick.variant == "ngram-spec"
+    assert {s.variant: s.why for s in pick.scores}["more-seqs"] == "not measured"
+
+
 def test_a_latency_objective_picks_the_lowest():
     raw = hunt_raw()
     raw["hunt"]["objective"]["metric"] = "median_tpot_ms"
