@@ -49,7 +49,7 @@ from servesweep.sweep.config import Sweep, load, read_sweep  # noqa: E402
 GENERATED = """\
 # Generated from {source} by
 #   python benchmarks/gpu/tuner.py {what}
-# Do not edit: regenerate (tests/benchmarks/test_tuner.py fails when it drifts).
+# Do not edit: regenerate{note}.
 # docs/vllm-h200.md, "Running the tuner beside the hunt", says how it runs on the H200.
 """
 PICK_VARIANT, FINAL_VARIANT = "tuner-pick", "hunt-final"
@@ -331,8 +331,9 @@ def _read_yaml(path: str) -> dict:
         raise TunerError(str(exc)) from None
 
 
-def _dump(config: dict, what: str, source: str) -> str:
-    return GENERATED.format(what=what, source=source) + yaml.safe_dump(config, sort_keys=False)
+def _dump(config: dict, what: str, source: str, note: str = "") -> str:
+    head = GENERATED.format(what=what, source=source, note=note)
+    return head + yaml.safe_dump(config, sort_keys=False)
 
 
 def _pick_text(pick: Pick) -> str:
@@ -372,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "config":
             raw = _read_yaml(args.hunt_config)
             out = tuner_config(raw, args.hunt_config)
-            print(_dump(out, f"config {args.hunt_config}", args.hunt_config), end="")
+            drift = " (tests/benchmarks/test_tuner.py fails when it drifts)"
+            print(_dump(out, f"config {args.hunt_config}", args.hunt_config, drift), end="")
         elif args.cmd == "pick":
             sweep = _validated(_read_yaml(args.tuner_config), args.tuner_config)
             rows = read_summary(Path(args.summary))
