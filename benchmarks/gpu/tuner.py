@@ -10,6 +10,7 @@ interleaved, so that the report's verdicts say whether each pick holds.
     python benchmarks/gpu/tuner.py config HUNT.yaml > TUNER.yaml
     python benchmarks/gpu/tuner.py pick TUNER.yaml results/summary.csv [--from-hunt]
     python benchmarks/gpu/tuner.py check HUNT.yaml hunt.json PICK [--repeats 4] > CHECK.yaml
+    python benchmarks/gpu/tuner.py table TUNER.yaml TUNER_RESULTS HUNT_RESULTS CHECK_RESULTS
     python benchmarks/gpu/tuner.py minutes RESULTS_DIR...
 
 `config`: the hunt's stack, model, workload, levels and start; each candidate that applies
@@ -21,7 +22,10 @@ out, with why; `--from-hunt` reads a hunt's summary.csv instead (its round-1 fir
 boots). `check`: the start as `baseline`, `tuner-pick` and `hunt-final` (one variant when
 they are the same configuration, none for a pick that is the start), `repeats` boots each
 with the first left out (vLLM compiles on first use, as the hunt leaves it out).
-`minutes`: each results folder's boots, wall time x GPUs, in GPU-minutes.
+`table`: the answer in one table: each method's pick, its own claim (the tuner's one-boot
+gain, the hunt's confirm), the check's Δ with its interval and verdict at each counted
+level, and the GPU-minutes that found it. `minutes`: each results folder's boots, wall
+time x GPUs, in GPU-minutes.
 Bad input: one line naming the file or key, exit status 2.
 """
 
@@ -324,6 +328,113 @@ def gpu_minutes(results: Path) -> Minutes:
     return Minutes(str(results), boots, round(wall, 2), round(gpu, 2))
 
 
+class Held(NamedTuple):
+    """One pick in the issue's table: what its own boots claimed, what fresh boots say."""
+
+    method: str  # tuner | hunt
+    pick: str  # the configuration, as candidates on the start
+    claimed: str  # its own evidence: the tuner's one-boot gain, the hunt's confirm
+    check: tuple[str, ...]  # per counted level: "Δ % [low, high] verdict" from the check
+    gpu_min: float  # what finding the pick cost (its own sweep's boots)
+
+
+def _confirm(hunt_json: dict) -> str:
+    for rnd in hunt_json.get("rounds") or ():
+        for arm in rnd.get("arms") or ():
+            if arm.get("role") == "confirm":
+                gain, lo, hi = (arm.get(k) for k in ("gain_pct", "low_pct", "high_pct"))
+                if not all(isinstance(x, int | float) for x in (gain, lo, hi)):
+                    return f"confirm: {arm.get('verdict')}"
+                where = f" at {arm.get('level')}" if arm.get("level") is not None else ""
+                return f"{gain:+.1f} % [{lo:+.1f}, {hi:+.1f}]{where}, {arm.get('verdict')}"
+    return "no confirm"
+
+
+def _verdicts(path: Path, variant: str, metric: str, levels: tuple) -> tuple[str, ...]:
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as exc:
+        raise TunerError(f"{path}: cannot read ({exc.strerror})") from None
+    out = []
+    for level in levels:
+        row = next(
+            (
+                r
+                for r in rows
+                if r.get("variant") == variant
+                and r.get("kind") == "variant"
+                and r.get("metric") == metric
+                and r.get("level") not in (None, "")
+                and parse_value(r["level"]) == level
+            ),
+            None,
+        )
+        if row is None:
+            out.append("not in the check")
+            continue
+        numbers = [_number(row.get(k)) for k in ("delta_pct", "delta_lo", "delta_hi")]
+        if None in numbers:
+            out.append(row.get("verdict") or "?")
+        else:
+            d, lo, hi = numbers
+            out.append(f"{d:+.1f} % [{lo:+.1f}, {hi:+.1f}] {row.get('verdict')}")
+    return tuple(out)
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def held_table(
+    tuner_sweep: Sweep, tuner_results: Path, hunt_results: Path, check_results: Path
+) -> tuple[list[Held], Minutes, tuple]:
+    """The issue's table: each method's pick, its own claim, the check's verdicts at the
+    counted levels against the start, and the GPU-minutes that found it."""
+    pick = score_rows(tuner_sweep, read_summary(tuner_results / "summary.csv"))
+    try:
+        hunt_json = json.loads((hunt_results / "hunt" / "hunt.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise TunerError(f"{hunt_results}/hunt/hunt.json: cannot read ({exc})") from None
+    start = pick.start
+    final = (hunt_json.get("final") or {}).get("variant") or start
+    members = final.split("+")[1:]
+    same = members == ([pick.variant] if pick.variant != start else [])
+    names = {
+        "tuner": BOTH_VARIANT if same else PICK_VARIANT,
+        "hunt": BOTH_VARIANT if same else FINAL_VARIANT,
+    }
+    claim = next(s for s in pick.scores if s.variant == pick.variant)
+    rows = []
+    for method, shown, claimed in (
+        ("tuner", pick.variant, f"{claim.gain_pct or 0:+.1f} % (one boot, geometric mean)"),
+        ("hunt", " + ".join(members) or start, _confirm(hunt_json)),
+    ):
+        if shown == start:
+            check = tuple("the start: nothing to check" for _ in pick.levels)
+        else:
+            check = _verdicts(
+                check_results / "verdicts.csv", names[method], pick.metric, pick.levels
+            )
+        found = tuner_results if method == "tuner" else hunt_results
+        rows.append(Held(method, shown, claimed, check, gpu_minutes(found).gpu_min))
+    return rows, gpu_minutes(check_results), pick.levels
+
+
+def _held_text(rows: list[Held], check: Minutes, levels: tuple) -> str:
+    heads = " | ".join(f"check at {lv}" for lv in levels)
+    lines = [f"| method | pick | its own claim | {heads} | GPU-min to pick |"]
+    lines.append("|" + "---|" * (4 + len(levels)))
+    for r in rows:
+        cells = " | ".join(r.check)
+        lines.append(f"| {r.method} | {r.pick} | {r.claimed} | {cells} | {r.gpu_min:.1f} |")
+    lines.append(f"\nthe check: {check.boots} boots, {check.gpu_min:.1f} GPU-min")
+    return "\n".join(lines)
+
+
 def _read_yaml(path: str) -> dict:
     try:
         return read_sweep(path)
@@ -366,6 +477,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("hunt_json")
     p.add_argument("pick")
     p.add_argument("--repeats", type=int, default=4)
+    p = sub.add_parser("table", help="each pick, its claim, the check's verdicts, the cost")
+    p.add_argument("tuner_config")
+    p.add_argument("tuner_results")
+    p.add_argument("hunt_results")
+    p.add_argument("check_results")
     p = sub.add_parser("minutes", help="GPU-minutes of each results folder")
     p.add_argument("results", nargs="+")
     args = parser.parse_args(argv)
@@ -389,6 +505,10 @@ def main(argv: list[str] | None = None) -> int:
             out = check_config(raw, hunt_json, args.pick, args.repeats, args.hunt_config)
             what = f"check {args.hunt_config} {args.hunt_json} {args.pick} --repeats {args.repeats}"
             print(_dump(out, what, args.hunt_config), end="")
+        elif args.cmd == "table":
+            sweep = _validated(_read_yaml(args.tuner_config), args.tuner_config)
+            paths = [Path(p) for p in (args.tuner_results, args.hunt_results, args.check_results)]
+            print(_held_text(*held_table(sweep, *paths)))
         else:
             print("| results | boots | wall min | GPU-min |\n|---|---|---|---|")
             for m in (gpu_minutes(Path(r)) for r in args.results):

@@ -235,6 +235,88 @@ def test_gpu_minutes_are_each_boots_wall_time_times_its_gpus(tmp_path):
     assert tuner.gpu_minutes(tmp_path / "results")[1:] == (2, 3.5, 5.5)
 
 
+def boot(results, variant: str, minutes: int) -> None:
+    cell = results / f"cells/s/m/{variant}/r0/cell.json"
+    cell.parent.mkdir(parents=True, exist_ok=True)
+    end = f"2026-12-06T00:{minutes:02d}:00+00:00"
+    cell.write_text(
+        json.dumps(
+            {"started_at": "2026-12-06T00:00:00+00:00", "finished_at": end, "spec": {"gpus": 1}}
+        )
+    )
+
+
+def test_the_table_puts_each_pick_its_claim_and_the_check_side_by_side(tmp_path, capsys):
+    raw = hunt_raw()
+    tuner_results, hunt_results, check_results = (tmp_path / n for n in ("t", "h", "c"))
+    tuner_results.mkdir()
+    data = rows({"baseline": (8000, 9000), "fp8-kv": (10000, 9900)})
+    with open(tuner_results / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=sorted({k for r in data for k in r}))
+        w.writeheader()
+        w.writerows(data)
+    boot(tuner_results, "baseline", 2)
+    boot(tuner_results, "fp8-kv", 3)
+    record = hunt_json(raw, "baseline+ngram-spec")
+    confirm = {
+        "role": "confirm",
+        "verdict": "confirmed",
+        "gain_pct": 31.0,
+        "low_pct": 20.5,
+        "high_pct": 42.0,
+        "level": 1024,
+    }
+    record["rounds"] = [{"arms": [{"role": "candidate"}]}, {"arms": [confirm]}]
+    (hunt_results / "hunt").mkdir(parents=True)
+    (hunt_results / "hunt" / "hunt.json").write_text(json.dumps(record))
+    for i in range(10):
+        boot(hunt_results, f"v{i}", 3)
+    verdicts = [
+        ("tuner-pick", "256", "4.1", "-1.0", "9.5", "no significant change"),
+        ("tuner-pick", "1024", "1.0", "-3.0", "5.2", "no significant change"),
+        ("hunt-final", "256", "30.2", "22.0", "39.0", "faster"),
+        ("hunt-final", "1024", "", "", "", "inconclusive (too few boots)"),
+        ("hunt-final", "1024", "99", "98", "100", "faster"),  # another metric's row, below
+    ]
+    check_results.mkdir()
+    with open(check_results / "verdicts.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            ["variant", "level", "metric", "kind", "delta_pct", "delta_lo", "delta_hi", "verdict"]
+        )
+        for i, (v, lv, d, lo, hi, verdict) in enumerate(verdicts):
+            metric = "median_ttft_ms" if i == 4 else "output_throughput"
+            w.writerow([v, lv, metric, "variant", d, lo, hi, verdict])
+    boot(check_results, "baseline", 1)
+    tuner_yaml = tmp_path / "tuner.yaml"
+    tuner_yaml.write_text(yaml.safe_dump(tuner.tuner_config(raw)))
+    args = [str(p) for p in (tuner_yaml, tuner_results, hunt_results, check_results)]
+    assert tuner.main(["table", *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        "| method | pick | its own claim | check at 256 | check at 1024 | GPU-min to pick |"
+    )
+    assert lines[2] == (
+        "| tuner | fp8-kv | +17.3 % (one boot, geometric mean) | +4.1 % [-1.0, +9.5] no "
+        "significant change | +1.0 % [-3.0, +5.2] no significant change | 5.0 |"
+    )
+    assert lines[3] == (
+        "| hunt | ngram-spec | +31.0 % [+20.5, +42.0] at 1024, confirmed | +30.2 % [+22.0, "
+        "+39.0] faster | inconclusive (too few boots) | 30.0 |"
+    )
+    assert lines[-1] == "the check: 1 boots, 1.0 GPU-min"
+    # One pick, booted once in the check for both: both rows read its verdicts.
+    record["final"] = hunt_json(raw, "baseline+fp8-kv")["final"]
+    (hunt_results / "hunt" / "hunt.json").write_text(json.dumps(record))
+    with open(check_results / "verdicts.csv", "a", newline="") as f:
+        csv.writer(f).writerow(
+            ["tuner-pick-hunt-final", "256", "output_throughput", "variant", "", "", "", "x"]
+        )
+    assert tuner.main(["table", *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" | ")[3] for line in lines[2:4]] == ["x", "x"]
+
+
 # The rehearsal: a hunt of the fault server (command engine) whose right picks are known.
 # Each candidate divides the per-token gap; `needs` requires `fast` (not on the start alone).
 CANDIDATES = {
