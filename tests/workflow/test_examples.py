@@ -28,6 +28,9 @@ H200_RATE_EXAMPLE = "h200-rate-slo.yaml"
 H200_SGLANG_EXAMPLE = "h200-sglang.yaml"
 # A hunt on real vLLM on the H200 (not yet run there).
 H200_VLLM_HUNT = "h200-vllm-hunt.yaml"
+# The one-shot tuner beside it, generated from it (benchmarks/gpu/tuner.py; its tests:
+# tests/benchmarks/test_tuner.py).
+H200_VLLM_TUNER = "h200-vllm-tuner.yaml"
 
 
 def test_the_examples_are_shipped():
@@ -41,6 +44,7 @@ def test_the_examples_are_shipped():
         "h200-vllm.yaml",
         H200_SGLANG_EXAMPLE,
         H200_VLLM_HUNT,
+        H200_VLLM_TUNER,
         "cpu-hunt.yaml",
         "h200-sglang-noise.yaml",
     }
