@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from fixtures.browser import close_browser
 from fixtures.configs import TINY_MODEL
 from fixtures.engine_sweep import EngineSweep, run_engine_sweep
 from fixtures.paths import ROOT
@@ -53,6 +54,14 @@ def slurm_controller_answers():
     yield
     if started:
         localslurm.down()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_browser_closed():
+    """The Chromium that tests/fixtures/browser.py keeps for the session's reports, closed
+    at its end."""
+    yield
+    close_browser()
 
 
 @pytest.fixture(scope="session")

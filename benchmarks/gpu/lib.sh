@@ -351,7 +351,7 @@ wait_pid() {
   local pid=$1 end=$((SECONDS + $2))
   while pid_alive "$pid"; do
     [ "$SECONDS" -ge "$end" ] && return 1
-    sleep 5
+    sleep 1
   done
   return 0
 }

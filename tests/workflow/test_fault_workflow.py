@@ -85,9 +85,10 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
 def test_owner_death_leaves_nothing_and_the_next_run_resumes(tmp_path, how):
     variants = {
         "baseline": {"flags": {}},
-        # Slow enough (40 requests x 8 tokens x 15 ms, ~5 s) that a level is in progress
-        # when the owner dies (0.5 s after it started) and its cell is not finished.
-        "slow": {"flags": {"gap-ms": 15}},
+        # Slow enough (40 requests x 8 tokens x 8 ms, ~2.6 s) that a level is in progress
+        # when the owner dies (0.5 s after it started) and its cell is not finished; the
+        # rerun measures it again in full (and SIGTERM-snakemake lets it finish).
+        "slow": {"flags": {"gap-ms": 8}},
     }
     cfg = config(variants, levels=(1,), min_prompts=40)
     cfg_path = write(tmp_path, cfg)

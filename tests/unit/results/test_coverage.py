@@ -7,7 +7,10 @@ import pytest
 from fixtures.verdict_sim import BOOT_LEVEL, REQUEST_LEVEL, judged, simulate
 
 TRUTH = 0.10  # the variant is 10 % faster: throughput x 1.1, latencies / 1.1
-SWEEPS = 60
+# 40 sweeps: 160 intervals per metric and case. Seeded, so the same draws each run; measured
+# (the first 40 of the former 60 sweeps): coverage 0.9375-0.975 over every case and metric
+# (0.94-0.98 at 60), inside [0.92, 0.99] with 2 or more intervals to spare at either end.
+SWEEPS = 40
 LEVELS = (1, 4, 16, 64)
 VARIANTS = {"baseline": 0.0, "faster": TRUTH, "copy-1": 0.0, "copy-2": 0.0}
 
