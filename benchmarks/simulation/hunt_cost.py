@@ -290,7 +290,7 @@ def members_flags(w: dict, final: frozenset) -> tuple[bool, bool]:
 
 
 def methods() -> list[str]:
-    out = ["hunt"]
+    out = ["hunt", "hunt (screen)"]
     out += [f"round greedy K={k}" for k in KS]
     out += [f"one-pass greedy K={k}" for k in KS]
     out += [f"grid K={k}" for k in KS]
@@ -305,12 +305,13 @@ def one_world(task) -> dict:
     spec = hunt_spec(**overrides)
     out = {}
     for i, method in enumerate(methods()):
-        if only and not any(method.startswith(o) for o in only):
+        if only and method not in only and not any(method.startswith(o) for o in only):
             continue
         m = Machine(w, sc, seed, stream=1 + i)
         extra = {}
-        if method == "hunt":
-            end = hunt(m, spec)
+        if method.startswith("hunt"):
+            design = "screen" if method == "hunt (screen)" else "sequential"
+            end = hunt(m, spec if design == spec.design else hunt_spec(**overrides, design=design))
             final = end.final
             extra = end._asdict()
             extra.pop("final")
@@ -420,14 +421,15 @@ def error_task(task) -> dict:
     kind, cv, seed, overrides = task
     m = int(kind.split()[-1]) if kind[-1].isdigit() else 1
     names = [f"c{i}" for i in range(m)]
+    screen = overrides.get("design") == "screen"  # its checks are its gate: kept on
     spec = hs.from_dict(
         {
+            "confirm": screen,
+            "ablate": screen,
             **overrides,
             "start": {"name": "baseline", "stack": "sgl"},
             "candidates": {n: {"flags": {n: True}} for n in names},
             "objective": {"metric": "output_tok_s", "levels": list(LEVELS)},
-            "confirm": False,
-            "ablate": False,
         }
     )
     delta = spec.min_effect_pct / 100
@@ -451,12 +453,16 @@ def error_task(task) -> dict:
     stated = None
     if plan is not None and hasattr(hs, "power_of"):
         stated = hs.power_of(spec, plan)
+    adopted, c0_adopted = r.adopted is not None, c0.verdict == "adopt"
+    if screen:  # what the whole hunt ends with: the screen, then its checks
+        adopted, c0_adopted = bool(state.final), "c0" in state.final
     return {
         "kind": kind,
+        "design": spec.design,
         "cv": cv,
-        "adopted": r.adopted is not None,
-        "c0_adopted": c0.verdict == "adopt",
-        "c0_estimate_pct": c0.gain_pct if c0.verdict == "adopt" else None,
+        "adopted": adopted,
+        "c0_adopted": c0_adopted,
+        "c0_estimate_pct": c0.gain_pct if c0_adopted and not screen else None,
         "boots": m_.boots,
         "stated_power": stated,
         "capped": bool(plan is not None and plan.capped),
@@ -465,9 +471,13 @@ def error_task(task) -> dict:
 
 def error_summary(rows: list[dict]) -> dict:
     out = {}
-    for kind in dict.fromkeys(r["kind"] for r in rows):
+    for design, kind in dict.fromkeys((r.get("design", "sequential"), r["kind"]) for r in rows):
         for cv in ERROR_CVS:
-            here = [r for r in rows if r["kind"] == kind and r["cv"] == cv]
+            here = [
+                r
+                for r in rows
+                if r["kind"] == kind and r["cv"] == cv and r.get("design", "sequential") == design
+            ]
             if not here:
                 continue
             rate = float(np.mean([r["c0_adopted" if kind != "null" else "adopted"] for r in here]))
@@ -475,7 +485,8 @@ def error_summary(rows: list[dict]) -> dict:
                 rate = float(np.mean([r["adopted"] for r in here]))
             est = [r["c0_estimate_pct"] for r in here if r["c0_estimate_pct"] is not None]
             stated = [r["stated_power"] for r in here if r["stated_power"] is not None]
-            out[f"{kind} @ CV {cv:.0%}"] = {
+            label = f"{kind} @ CV {cv:.0%}"
+            out[label if design == "sequential" else f"{design}: {label}"] = {
                 "rate": rate,
                 "se": math.sqrt(max(rate * (1 - rate), 1e-12) / len(here)),
                 "seeds": len(here),
@@ -557,7 +568,8 @@ def main() -> None:
     only = [m for m in args.methods.split(",") if m]
     tasks = [(n, seed, overrides, only) for n in names for seed in range(args.seeds)]
     errors = [
-        (kind, cv, seed, overrides)
+        (kind, cv, seed, {**overrides, "design": design})
+        for design in ("sequential", "screen")
         for kind in ERROR_KINDS
         for cv in ERROR_CVS
         for seed in range(args.error_seeds)
