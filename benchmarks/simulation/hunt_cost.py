@@ -21,6 +21,9 @@ random walk, 2 % a step every 10 boots, CV 2 %).
 Methods:
 - hunt: servesweep.hunt's defaults (`--set` overrides), its confirm and ablations
   included;
+- hunt (screen): the same with `design: screen` (one pass on `boots.screen` boots each,
+  kept on point estimates, then the confirm and an ablation of every kept member on fresh
+  boots decide what stays);
 - round greedy, K boots an arm (K = 2, 3, 5): rounds like the hunt's (fresh incumbent +
   every remaining candidate on top, K boots each), adopt the best mean if it beats the
   incumbent's, stop when none does;
@@ -39,7 +42,8 @@ the Pareto front of (mean boots, true best) against every fixed-K greedy, and it
 against the strongest fair comparator: the cheapest fixed-K greedy at least as often at the
 true best. Also, on the production path (one round, no checks, `--error-seeds` seeds each,
 boot CV 2, 5 and 10 %): the share of rounds of m = 1, 3, 5 identical candidates that adopt
-one; the share adopting a candidate that gains δ at one level (alone, and among 3 identical
+one (the screen design: its whole hunt, checks included, ends with one in the final); the
+share adopting a candidate that gains δ at one level (alone, and among 3 identical
 ones) against the power the round's plan states, and its estimate when adopted (the
 winner's curse); +8 % at one level with -5 % at the other. And other settings of the hunt
 on the same worlds (`TRIED`, hunt only). Writes benchmarks/results/hunt_cost.json and
