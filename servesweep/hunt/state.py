@@ -469,8 +469,9 @@ def _left(spec, rounds, incumbent, excluded, pending: int) -> Cost:
         if a.verdict == ArmVerdict.RUNNING
     )
     now += pending
-    if last.kind == "check":
-        later = 0
+    if last.kind == "check":  # the screen design may check a smaller set again
+        smaller = range(1, len(incumbent)) if spec.design == "screen" else ()
+        later = sum(hs.check_boots(spec, n) for n in smaller)
     else:
         remaining = len(hs.applicable(spec, incumbent, excluded)) - 1
         later = _future_worst(spec, len(incumbent) + 1, remaining, first=False)

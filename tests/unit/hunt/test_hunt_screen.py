@@ -81,7 +81,10 @@ def test_the_replay_asks_exactly_what_is_missing_and_nothing_once_done():
     assert not replay(spec, res.observations).needed
     seen: dict = {}
     for batch in res.batches:
-        assert replay(spec, seen).needed == batch  # the same observations, the same asks
+        now = replay(spec, seen)
+        assert now.needed == batch  # the same observations, the same asks
+        # the worst case left bounds what the hunt went on to spend
+        assert now.spent.boots + now.worst_case_left.boots >= res.state.spent.boots
         partial = dict(seen) | {k: res.observations[k] for k in batch[:-1]}
         ok = [res.observations[k].values and not res.observations[k].answers_changed for k in batch]
         if all(ok[:-1]):  # (a crash or a changed answer ends its arm at once)
