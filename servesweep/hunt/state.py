@@ -414,7 +414,7 @@ def expected_case(spec: hs.HuntSpec, cv_pct: float) -> Cost:
     m = len(spec.candidates)
     boots = sum(expected_round(spec, m - j, cv_pct, m - j + (j == 0)) for j in range(m))
     if spec.design == "screen":  # the pass, then one check round of every member
-        boots = (1 + m) * hs.screen_variant_boots(spec) + 0.0
+        boots = float((1 + m) * hs.screen_variant_boots(spec))
     confirm = 1 if spec.confirm else 0
     ablations = m if spec.ablate and (m >= 2 or not confirm) else 0
     boots += expected_round(spec, confirm + ablations, cv_pct, ablations)
