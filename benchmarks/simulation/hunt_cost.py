@@ -21,6 +21,9 @@ random walk, 2 % a step every 10 boots, CV 2 %).
 Methods:
 - hunt: servesweep.hunt's defaults (`--set` overrides), its confirm and ablations
   included;
+- hunt (screen): the same with `design: screen` (one pass on `boots.screen` boots each,
+  kept on point estimates, then the confirm and an ablation of every kept member on fresh
+  boots decide what stays);
 - round greedy, K boots an arm (K = 2, 3, 5): rounds like the hunt's (fresh incumbent +
   every remaining candidate on top, K boots each), adopt the best mean if it beats the
   incumbent's, stop when none does;
@@ -39,7 +42,8 @@ the Pareto front of (mean boots, true best) against every fixed-K greedy, and it
 against the strongest fair comparator: the cheapest fixed-K greedy at least as often at the
 true best. Also, on the production path (one round, no checks, `--error-seeds` seeds each,
 boot CV 2, 5 and 10 %): the share of rounds of m = 1, 3, 5 identical candidates that adopt
-one; the share adopting a candidate that gains δ at one level (alone, and among 3 identical
+one (the screen design: its whole hunt, checks included, ends with one in the final); the
+share adopting a candidate that gains δ at one level (alone, and among 3 identical
 ones) against the power the round's plan states, and its estimate when adopted (the
 winner's curse); +8 % at one level with -5 % at the other. And other settings of the hunt
 on the same worlds (`TRIED`, hunt only). Writes benchmarks/results/hunt_cost.json and
@@ -290,7 +294,7 @@ def members_flags(w: dict, final: frozenset) -> tuple[bool, bool]:
 
 
 def methods() -> list[str]:
-    out = ["hunt"]
+    out = ["hunt", "hunt (screen)"]
     out += [f"round greedy K={k}" for k in KS]
     out += [f"one-pass greedy K={k}" for k in KS]
     out += [f"grid K={k}" for k in KS]
@@ -305,12 +309,13 @@ def one_world(task) -> dict:
     spec = hunt_spec(**overrides)
     out = {}
     for i, method in enumerate(methods()):
-        if only and not any(method.startswith(o) for o in only):
+        if only and method not in only and not any(method.startswith(o) for o in only):
             continue
         m = Machine(w, sc, seed, stream=1 + i)
         extra = {}
-        if method == "hunt":
-            end = hunt(m, spec)
+        if method.startswith("hunt"):
+            design = "screen" if method == "hunt (screen)" else "sequential"
+            end = hunt(m, spec if design == spec.design else hunt_spec(**overrides, design=design))
             final = end.final
             extra = end._asdict()
             extra.pop("final")
@@ -420,14 +425,15 @@ def error_task(task) -> dict:
     kind, cv, seed, overrides = task
     m = int(kind.split()[-1]) if kind[-1].isdigit() else 1
     names = [f"c{i}" for i in range(m)]
+    screen = overrides.get("design") == "screen"  # its checks are its gate: kept on
     spec = hs.from_dict(
         {
+            "confirm": screen,
+            "ablate": screen,
             **overrides,
             "start": {"name": "baseline", "stack": "sgl"},
             "candidates": {n: {"flags": {n: True}} for n in names},
             "objective": {"metric": "output_tok_s", "levels": list(LEVELS)},
-            "confirm": False,
-            "ablate": False,
         }
     )
     delta = spec.min_effect_pct / 100
@@ -451,12 +457,16 @@ def error_task(task) -> dict:
     stated = None
     if plan is not None and hasattr(hs, "power_of"):
         stated = hs.power_of(spec, plan)
+    adopted, c0_adopted = r.adopted is not None, c0.verdict == "adopt"
+    if screen:  # what the whole hunt ends with: the screen, then its checks
+        adopted, c0_adopted = bool(state.final), "c0" in state.final
     return {
         "kind": kind,
+        "design": spec.design,
         "cv": cv,
-        "adopted": r.adopted is not None,
-        "c0_adopted": c0.verdict == "adopt",
-        "c0_estimate_pct": c0.gain_pct if c0.verdict == "adopt" else None,
+        "adopted": adopted,
+        "c0_adopted": c0_adopted,
+        "c0_estimate_pct": c0.gain_pct if c0_adopted and not screen else None,
         "boots": m_.boots,
         "stated_power": stated,
         "capped": bool(plan is not None and plan.capped),
@@ -465,9 +475,13 @@ def error_task(task) -> dict:
 
 def error_summary(rows: list[dict]) -> dict:
     out = {}
-    for kind in dict.fromkeys(r["kind"] for r in rows):
+    for design, kind in dict.fromkeys((r.get("design", "sequential"), r["kind"]) for r in rows):
         for cv in ERROR_CVS:
-            here = [r for r in rows if r["kind"] == kind and r["cv"] == cv]
+            here = [
+                r
+                for r in rows
+                if r["kind"] == kind and r["cv"] == cv and r.get("design", "sequential") == design
+            ]
             if not here:
                 continue
             rate = float(np.mean([r["c0_adopted" if kind != "null" else "adopted"] for r in here]))
@@ -475,7 +489,8 @@ def error_summary(rows: list[dict]) -> dict:
                 rate = float(np.mean([r["adopted"] for r in here]))
             est = [r["c0_estimate_pct"] for r in here if r["c0_estimate_pct"] is not None]
             stated = [r["stated_power"] for r in here if r["stated_power"] is not None]
-            out[f"{kind} @ CV {cv:.0%}"] = {
+            label = f"{kind} @ CV {cv:.0%}"
+            out[label if design == "sequential" else f"{design}: {label}"] = {
                 "rate": rate,
                 "se": math.sqrt(max(rate * (1 - rate), 1e-12) / len(here)),
                 "seeds": len(here),
@@ -557,7 +572,8 @@ def main() -> None:
     only = [m for m in args.methods.split(",") if m]
     tasks = [(n, seed, overrides, only) for n in names for seed in range(args.seeds)]
     errors = [
-        (kind, cv, seed, overrides)
+        (kind, cv, seed, {**overrides, "design": design})
+        for design in ("sequential", "screen")
         for kind in ERROR_KINDS
         for cv in ERROR_CVS
         for seed in range(args.error_seeds)

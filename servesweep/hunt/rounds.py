@@ -125,6 +125,9 @@ class Replay:
             self.first = FirstBoots(False, "first boots not seen to differ")
         if spec.first_boot == "auto" and spec.compiles_on_first_use:
             self.first = FirstBoots(True, "the engine compiles on first use")
+        elif spec.first_boot == "auto" and spec.design == "screen":
+            why = "the screen decides on too few boots to see first boots differ first"
+            self.first = FirstBoots(True, why)
 
     def name(self, names: Sequence[str]) -> str:
         v = hs.variant_name(self.spec, names)

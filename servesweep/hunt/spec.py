@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the boundaries' maths (scipy) loads when a design is first 
 
 SEPARATOR = "+"
 FirstBoot = Literal["auto", "drop", "keep"]
+HuntDesign = Literal["sequential", "screen"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ class HuntSpec:
     retest_rejected: bool = False  # False: a rejection is carried forward to later rounds
     reference_retries: int = 2  # failed reference boots replaced per round
     pool_variance: bool = True  # one boot scatter per level over the hunt (else Welch)
+    design: HuntDesign = "sequential"  # screen: one pass on point estimates, then checks
+    screen_boots: int = 2  # the screen's counted boots a side (design: screen)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -120,6 +123,10 @@ def validate(spec: HuntSpec) -> None:
         problems.append("margin_pct must be > 0 and < 100")
     if spec.first_boot not in ("auto", "drop", "keep"):
         problems.append("first_boot must be auto, drop or keep")
+    if spec.design not in ("sequential", "screen"):
+        problems.append("design must be sequential or screen")
+    if spec.screen_boots < 1:
+        problems.append("screen_boots must be >= 1")
     if problems:
         raise ValueError("hunt spec: " + "; ".join(problems))
 
@@ -294,7 +301,16 @@ def minimum_budget(spec: HuntSpec) -> int:
     reference's retries, each variant's first boot) and the checks' first look for one
     adopted candidate, which every search round keeps back."""
     arms = len(applicable(spec, (), ()))
-    return round_boots(spec, arms, arms + 1, spec.boots_min) + check_boots(spec, 1, spec.boots_min)
+    checks = check_boots(spec, 1, spec.boots_min)
+    if spec.design == "screen":  # its first step: the start and the first candidate
+        return (1 + min(arms, 1)) * screen_variant_boots(spec) + spec.reference_retries + checks
+    return round_boots(spec, arms, arms + 1, spec.boots_min) + checks
+
+
+def screen_variant_boots(spec: HuntSpec) -> int:
+    """The boots the screen asks of each variant: `screen_boots` counted, and its first
+    boot unless first boots are always counted."""
+    return spec.screen_boots + (0 if spec.first_boot == "keep" else 1)
 
 
 def applicable(spec: HuntSpec, adopted: Iterable[str], excluded: Iterable[str]) -> tuple[str, ...]:

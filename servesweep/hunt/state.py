@@ -32,6 +32,7 @@ from servesweep.hunt.rounds import (
     run_round,
     variance,
 )
+from servesweep.hunt.screen import run_screen
 
 __all__ = ["ArmVerdict", "BootKey", "BootResult", "HuntState", "replay", "worst_case"]
 
@@ -109,10 +110,7 @@ def _arm(rp: Replay, s: Side) -> Arm:
 def _finish(rp: Replay, kind, index: int, run: RoundRun) -> tuple[list[Arm], Round]:
     arms = [_arm(rp, a) for a in run.arms]
     ref = run.reference
-    hours = rp.count(ref.variant, ref.boots)
-    rp.next_boot[ref.variant] = ref.start + ref.requested
-    rp.asked_boots += ref.requested
-    rp.asked_hours += ref.requested * rp.hours(ref.variant)
+    hours = _reference_spent(rp, ref)
     if not run.pending:  # this round's samples join the pool of later rounds' looks
         rp.samples += [ref, *(a for a in run.arms if a.verdict != ArmVerdict.DROPPED)]
     uncounted = tuple(b for b in ref.boots if rp.uncounted(b))
@@ -120,6 +118,15 @@ def _finish(rp: Replay, kind, index: int, run: RoundRun) -> tuple[list[Arm], Rou
               hours + sum(a.gpu_hours for a in arms), run.plan, uncounted,
               run.cut, run.more)  # fmt: skip
     return arms, r
+
+
+def _reference_spent(rp: Replay, ref: Side) -> float:
+    """A reference's boots counted as spent and asked for; returns what they cost."""
+    hours = rp.count(ref.variant, ref.boots)
+    rp.next_boot[ref.variant] = ref.start + ref.requested
+    rp.asked_boots += ref.requested
+    rp.asked_hours += ref.requested * rp.hours(ref.variant)
+    return hours
 
 
 def _pick(arms: Sequence[Arm], order: Mapping[str, int]) -> Arm | None:
@@ -140,6 +147,8 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
     pending: list[BootKey] = []
     rp.name(())
     stop = ""
+    if spec.design == "screen":
+        return _screen_hunt(rp)
     while True:  # search rounds
         names = hs.applicable(spec, incumbent, excluded)
         if not names:
@@ -184,6 +193,11 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
             stop += f"; checks: {_cut_words(r)}"
         if not pending:
             final = _pruned(spec, incumbent, r)
+    return _state(rp, rounds, incumbent, final, excluded, pending, stop)
+
+
+def _state(rp: Replay, rounds, incumbent, final, excluded, pending, stop) -> HuntState:
+    spec = rp.spec
     return HuntState(
         rounds=tuple(rounds),
         incumbent=incumbent,
@@ -206,6 +220,71 @@ def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]
             if a.verdict == ArmVerdict.UNDECIDED and (a.boots or a.role == "candidate")
         },
     )
+
+
+def _screen_hunt(rp: Replay) -> HuntState:
+    """`design: screen`: the pass (`hunt.screen`, one search round a step), then the check
+    round on what it kept, which decides what stays (`_gate`): checked again, on fresh
+    boots, while it leaves two or more members in doubt."""
+    spec = rp.spec
+    reserve = _check_first_look(spec, 1)
+    run = run_screen(rp, reserve)
+    hours = _reference_spent(rp, run.start)
+    rounds, excluded = [], {}
+    for i, (ref, side) in enumerate(run.steps):
+        arm = _arm(rp, side)
+        boots = run.start.boots if i == 0 else ()
+        uncounted = tuple(b for b in boots if rp.uncounted(b))
+        adopted = arm.candidate if arm.verdict == ArmVerdict.ADOPT else None
+        cost = arm.gpu_hours + (hours if i == 0 else 0.0)
+        r = Round(i, "search", ref.variant, boots, (arm,), adopted, cost, None, uncounted)
+        rounds.append(r)
+        if arm.verdict in (ArmVerdict.DROPPED, ArmVerdict.REJECT):
+            excluded[arm.candidate] = f"round {i}: {arm.reason}"
+    pending = run.pending
+    if pending:
+        return _state(rp, rounds, run.kept, run.kept, excluded, pending, "")
+    rp.samples += [run.start, *(s.arm for s in run.steps if s.arm.verdict != ArmVerdict.DROPPED)]
+    stop = run.failure or "candidates exhausted"
+    if run.cut:
+        stop = "budget: the screen's next step could exceed it"
+    final = run.kept
+    while final and not run.failure and (spec.confirm or spec.ablate):
+        r, pending, failure = _check_round(rp, final, len(rounds))
+        rounds.append(r)
+        if pending:
+            break
+        if failure:
+            stop += f"; checks: {failure}"
+            final = ()
+            break
+        if r.cut is not None:
+            stop += f"; checks: {_cut_words(r)}"
+        final, again = _gate(spec, final, r)
+        if not again or r.cut is not None:
+            break
+    return _state(rp, rounds, run.kept, final, excluded, pending, "" if pending else stop)
+
+
+def _gate(spec: hs.HuntSpec, members: tuple[str, ...], check: Round) -> tuple[tuple, bool]:
+    """What stays after a check round of the screen design, and whether to check again: the
+    start when the confirm did not show the set better; else the set less a member whose
+    ablation did not show it needed (not needed, or undecided), the one of smallest
+    contribution with its dependants; checked again when another one is in doubt too
+    (the smaller set was not measured as such)."""
+    confirm = [a for a in check.arms if a.role == "confirm"]
+    if confirm and confirm[0].verdict != ArmVerdict.CONFIRMED:
+        return (), False
+    doubt = [a for a in check.arms if a.role == "ablation" and a.verdict != ArmVerdict.NEEDED]
+    if not doubt:
+        return members, False
+    least = min(doubt, key=lambda a: (_finite(a.gain_pct), a.candidate))
+    rest = hs.without(spec, members, least.candidate)
+    return rest, len(doubt) >= 2 and bool(rest)
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else -math.inf
 
 
 def _arm_name(a: Arm) -> str:
@@ -296,9 +375,20 @@ def _future_worst(spec: hs.HuntSpec, adopted: int, remaining: int, first: bool) 
     return boots + hs.check_boots(spec, adopted + remaining)
 
 
+def _screen_worst(spec: hs.HuntSpec, left: int, kept: int) -> int:
+    """The screen design's boots to come with `left` candidates still to screen and `kept`
+    kept so far: their screen steps, then a check round of every member, and again with
+    one member fewer each time, down to one."""
+    screen = left * hs.screen_variant_boots(spec)
+    return screen + sum(hs.check_boots(spec, n) for n in range(1, kept + left + 1))
+
+
 def worst_case(spec: hs.HuntSpec) -> Cost:
     """The most boots / GPU-hours the whole hunt can take (for the plan)."""
     boots = _future_worst(spec, 0, len(spec.candidates), first=True)
+    if spec.design == "screen":
+        start = hs.screen_variant_boots(spec) + spec.reference_retries
+        boots = start + _screen_worst(spec, len(spec.candidates), 0)
     return Cost(boots, boots * hs.max_gpu_hours(spec))
 
 
@@ -323,6 +413,8 @@ def expected_case(spec: hs.HuntSpec, cv_pct: float) -> Cost:
     do, then the checks at the same rate: a guide beside the worst case, not a bound."""
     m = len(spec.candidates)
     boots = sum(expected_round(spec, m - j, cv_pct, m - j + (j == 0)) for j in range(m))
+    if spec.design == "screen":  # the pass, then one check round of every member
+        boots = float((1 + m) * hs.screen_variant_boots(spec))
     confirm = 1 if spec.confirm else 0
     ablations = m if spec.ablate and (m >= 2 or not confirm) else 0
     boots += expected_round(spec, confirm + ablations, cv_pct, ablations)
@@ -363,6 +455,11 @@ def _left(spec, rounds, incumbent, excluded, pending: int) -> Cost:
     if not pending:
         return Cost(0, 0.0)
     last = rounds[-1]
+    if spec.design == "screen" and last.kind == "search":  # in the screen
+        screened = {a.candidate for r in rounds for a in r.arms}
+        left = sum(1 for c in spec.candidates if c.name not in screened)
+        boots = pending + _screen_worst(spec, left, len(incumbent) + 1)
+        return Cost(boots, boots * hs.max_gpu_hours(spec))
     first = 0 if spec.first_boot == "keep" else 1
     n = spec.boots_max
     now = n + spec.reference_retries - len(last.reference_boots) + first * (last.index == 0)
@@ -372,8 +469,9 @@ def _left(spec, rounds, incumbent, excluded, pending: int) -> Cost:
         if a.verdict == ArmVerdict.RUNNING
     )
     now += pending
-    if last.kind == "check":
-        later = 0
+    if last.kind == "check":  # the screen design may check a smaller set again
+        smaller = range(1, len(incumbent)) if spec.design == "screen" else ()
+        later = sum(hs.check_boots(spec, n) for n in smaller)
     else:
         remaining = len(hs.applicable(spec, incumbent, excluded)) - 1
         later = _future_worst(spec, len(incumbent) + 1, remaining, first=False)

@@ -76,7 +76,8 @@ def outlook_lines(sweep: Sweep, state: hstate.HuntState) -> list[str]:
     """Before the boots are spent: what the power asks of the round in progress (or, with
     no scatter yet, at a boot CV of 2, 5 and 10 %)."""
     s = sweep.hunt.spec
-    if state.done:
+    screening = s.design == "screen" and (not state.rounds or state.rounds[-1].kind == "search")
+    if state.done or screening:  # the screen tests nothing: its checks are sized later
         return []
     k = len(state.rounds) or 1
     if state.outlook is not None:
@@ -92,6 +93,19 @@ def outlook_lines(sweep: Sweep, state: hstate.HuntState) -> list[str]:
         f"power (round {k}, {arms} arms): sized once the boots' pooled scatter has "
         f"{PLAN_DF} df; a gain of {s.min_effect_pct:g} % with power {s.power:g} needs, a "
         "side, " + ", ".join(cells) + f"; the cap (boots.max) is {s.boots_max}"
+    ]
+
+
+def design_lines(spec: hs.HuntSpec) -> list[str]:
+    if spec.design != "screen":
+        return []
+    return [
+        f"design: screen: one pass over the candidates in listing order, each on "
+        f"{spec.screen_boots} counted boots on top of what the pass kept, kept when its "
+        "mean over the counted levels beats the incumbent's; then the confirm and an "
+        "ablation of every kept member on fresh boots (sequential, non-inferior at every "
+        f"level, alpha {spec.alpha:g} a check round) decide what stays: a member stays only "
+        "when its ablation shows it needed"
     ]
 
 
@@ -111,7 +125,14 @@ def cost_lines(spec: hs.HuntSpec, state: hstate.HuntState) -> list[str]:
 
     lines = []
     r = state.rounds[-1] if state.rounds and not state.done else None
-    if r is not None and r.kind == "search":
+    if r is not None and r.kind == "search" and spec.design == "screen":
+        each = hs.screen_variant_boots(spec)
+        lines.append(
+            f"cost of the screen: {each} boots a variant ({spec.screen_boots} counted), "
+            f"{(1 + len(spec.candidates)) * each} for the start and {len(spec.candidates)} "
+            "candidates at most; then the checks (below)"
+        )
+    elif r is not None and r.kind == "search":
         arms = sum(1 for a in r.arms if a.verdict != "dropped") or len(r.arms)
         new = arms + (r.index == 0)
         expected = [hstate.expected_round(spec, arms, cv, new) for cv in cvs]
@@ -159,6 +180,7 @@ def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
         f"nothing), power {s.power:g} (the chance that it adopts one that gains "
         f"{s.min_effect_pct:g} %); boots per side {s.boots_min}..{s.boots_max} "
         f"(+{s.stage} a look); first boots: {state.first_boots.why}",
+        *design_lines(s),
         *outlook_lines(sweep, state),
         f"worst case of the whole hunt: {_cost(hstate.worst_case(s))} "
         f"({s.gpu_hours_per_boot:.3g} GPU-hours a boot, as budget.boot_minutes states)",

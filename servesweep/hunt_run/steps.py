@@ -214,6 +214,8 @@ def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
             "power": h.spec.power,
             "boots_max": h.spec.boots_max,
         },
+        "design": h.spec.design,
+        "screen_boots": h.spec.screen_boots,
         "steps": last_step["step"] + 1,
         "done": state.done,
         "stop_reason": state.stop_reason,

@@ -196,6 +196,8 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
         "ablate": h["ablate"],
         "retest_rejected": h["retest_rejected"],
         "pool_variance": h["pool_variance"],
+        "design": h["design"],
+        "screen_boots": boots["screen"],
     }
     try:
         spec = hs.from_dict(data)
@@ -215,6 +217,12 @@ def _check_budget(spec: hs.HuntSpec) -> None:
         f"{len(hs.applicable(spec, (), ()))} candidates, the reference's retries and the first "
         "boots) and the checks' first look kept back"
     )
+    if spec.design == "screen":
+        why = (
+            f"the screen's first step ({spec.screen_boots} counted boot(s) of the start and of "
+            "the first candidate, the start's retries and the first boots) and the checks' "
+            "first look kept back"
+        )
     if spec.budget_boots is not None and spec.budget_boots < need:
         raise CheckError(
             f"{_where('budget.boots')}: {spec.budget_boots} boots is too small for even the "

@@ -409,6 +409,7 @@ def hunt_view(hunt: dict | None) -> dict | None:
         "outcomes": candidate_outcomes(hunt),
         "rounds": [r for r in rounds if r["kind"] == "search"],
         "checks": checks[0] if checks else None,
+        "check_rounds": checks,  # the screen design checks a smaller set again
         "plot": gain_plot(hunt),
         "ledger": ledger_view(hunt),
         "final": final_view(hunt),

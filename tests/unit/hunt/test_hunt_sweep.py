@@ -412,3 +412,26 @@ def test_a_budget_too_small_for_the_first_look_fails_at_load_in_one_line(tmp_pat
     assert "worst case 65 boots (32.50 GPU-hours) (every arm to boots.max)" in text
     assert "expected cost of the whole hunt: about " in text
     assert "a round starts when its first look fits" in text and "12 boots" in text
+
+
+def test_the_screen_design_maps_onto_the_spec_and_its_budget_line_names_the_key(tmp_path):
+    from servesweep.hunt_run.plan import header, plan_hunt
+
+    assert load(hunt_cfg()).hunt.spec.design == "sequential"
+    s = load(hunt_cfg(design="screen", boots={"screen": 3})).hunt.spec
+    assert (s.design, s.screen_boots) == ("screen", 3)
+    # its first step: 2 counted boots and a first boot of the start and of a (6), the
+    # start's 2 retries, and the checks' first look for one kept candidate (4): 12
+    assert hs.minimum_budget(load(hunt_cfg(design="screen")).hunt.spec) == 12
+    with pytest.raises(ConfigError) as e:
+        load(hunt_cfg(design="screen", budget={"boots": 11}))
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("config: hunt.budget.boots: 11 boots is too small")
+    assert "the screen's first step" in line
+    with pytest.raises(ConfigError, match=r"^config: hunt.design: 'race' is not one of"):
+        load(hunt_cfg(design="race"))
+    sweep = load(hunt_cfg(design="screen", budget={"boots": 12}))
+    state, _ = plan_hunt(sweep, Paths(tmp_path))
+    text = "\n".join(header(sweep, state))
+    assert "design: screen: one pass over the candidates" in text
+    assert "cost of the screen: 3 boots a variant (2 counted)" in text
