@@ -103,17 +103,11 @@ def parallel_gpus(flags: dict) -> tuple[int, str]:
 
 def detected_gpus() -> int | None:
     """How many GPUs this host has: NVML's count, else `nvidia-smi -L`'s; None: no GPU."""
-    from servesweep.server.telemetry import open_nvml
+    from servesweep.server.telemetry import nvml_session
 
-    nvml, _ = open_nvml()
-    if nvml is not None:
-        try:
+    with nvml_session() as nvml, contextlib.suppress(Exception):
+        if nvml is not None:
             return int(nvml.nvmlDeviceGetCount())
-        except Exception:
-            pass
-        finally:
-            with contextlib.suppress(Exception):
-                nvml.nvmlShutdown()
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):

@@ -18,7 +18,7 @@ import os
 import socket
 
 from servesweep.records import MachineFacts, MachineGpu
-from servesweep.server.telemetry import open_nvml
+from servesweep.server.telemetry import nvml_session
 
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
@@ -38,28 +38,23 @@ def _text(value) -> str | None:
 
 def host_gpus() -> tuple[list[MachineGpu], str | None]:
     """Every GPU NVML sees (index, name, UUID) and the driver's version; [] without NVML."""
-    nvml, _ = open_nvml()
-    if nvml is None:
-        return [], None
     gpus: list[MachineGpu] = []
     driver = None
-    try:
-        driver = _text(nvml.nvmlSystemGetDriverVersion())
-        for i in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            gpus.append(
-                MachineGpu(
-                    index=i,
-                    name=_text(nvml.nvmlDeviceGetName(handle)),
-                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-                )
-            )
-    except Exception:  # a GPU that fell off the bus: what was read stands
-        pass
-    finally:
+    with nvml_session() as nvml:
+        if nvml is None:
+            return [], None
         try:
-            nvml.nvmlShutdown()
-        except Exception:
+            driver = _text(nvml.nvmlSystemGetDriverVersion())
+            for i in range(nvml.nvmlDeviceGetCount()):
+                handle = nvml.nvmlDeviceGetHandleByIndex(i)
+                gpus.append(
+                    MachineGpu(
+                        index=i,
+                        name=_text(nvml.nvmlDeviceGetName(handle)),
+                        uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    )
+                )
+        except Exception:  # a GPU that fell off the bus: what was read stands
             pass
     return gpus, driver
 

@@ -11,8 +11,10 @@ physical index, whatever CUDA_VISIBLE_DEVICES says; `visible_indices` maps one t
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 MIB = 1024 * 1024
 
@@ -28,6 +30,19 @@ def open_nvml():
     except Exception as exc:  # no driver, no GPU, or a container without NVML
         return None, f"NVML did not initialise ({exc})"
     return pynvml, None
+
+
+@contextlib.contextmanager
+def nvml_session() -> Iterator:
+    """One short NVML read: the initialised module (None without NVML), shut down after
+    whatever happened inside."""
+    nvml, _ = open_nvml()
+    try:
+        yield nvml
+    finally:
+        if nvml is not None:
+            with contextlib.suppress(Exception):
+                nvml.nvmlShutdown()
 
 
 def visible_indices(cuda_visible_devices: str | None, count: int | None = None) -> list[int] | None:
@@ -252,23 +267,18 @@ def joules_per_token(result: dict, output_tokens: int | None) -> float | None:
 
 def gpu_process_ids() -> set[int] | None:
     """PIDs holding a compute context on any GPU; None without NVML."""
-    nvml, _ = open_nvml()
-    if nvml is None:
-        return None
-    pids: set[int] = set()
-    try:
-        for i in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                pids.add(int(proc.pid))
-    except Exception:  # a partial answer is still an answer; never fail a teardown
-        pass
-    finally:
+    with nvml_session() as nvml:
+        if nvml is None:
+            return None
+        pids: set[int] = set()
         try:
-            nvml.nvmlShutdown()
-        except Exception:
+            for i in range(nvml.nvmlDeviceGetCount()):
+                handle = nvml.nvmlDeviceGetHandleByIndex(i)
+                for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                    pids.add(int(proc.pid))
+        except Exception:  # a partial answer is still an answer; never fail a teardown
             pass
-    return pids
+        return pids
 
 
 def wait_gpus_released(pids: set[int], timeout_s: float = 30.0) -> bool | None:
