@@ -27,15 +27,8 @@ import numpy as np
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt.simulate import Noise, Truth, run
+from tests.fixtures.hunt_world import BASE, PLANTED, TRUTH
 
-BASE = {1: 9.0, 256: 350.0}
-PLANTED = ["a", "w1", "b", "c", "w2", "lose", "crash", "bf16"]
-TRUTH = Truth(
-    BASE,
-    {"w1": {256: 1.10}, "w2": 1.08, "lose": 0.93},
-    crashers=frozenset({"crash"}),
-    answer_changers=frozenset({"bf16"}),
-)
 SCENARIOS = {
     "cv3-first-boots": Noise(0.03, first_boot={1: 0.5, 256: 0.5}),
     "cv5": Noise(0.05),

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from fixtures.hunt_world import BASE, PLANTED, TRUTH
 from scipy import stats as sps
 
 from servesweep.hunt import spec as hs
@@ -13,17 +14,6 @@ from servesweep.hunt.budget import truncate
 from servesweep.hunt.sequential import make_design, spend
 from servesweep.hunt.simulate import Noise, Truth, run
 from servesweep.hunt.state import expected_round, worst_case
-
-BASE = {1: 9.0, 256: 350.0}
-# Eight candidates: two winners (one at one level), three nulls, a loser, a crasher and
-# one that changes answers; the right end is {w1, w2}.
-PLANTED = ["a", "w1", "b", "c", "w2", "lose", "crash", "bf16"]
-TRUTH = Truth(
-    BASE,
-    {"w1": {256: 1.10}, "w2": 1.08, "lose": 0.93},
-    crashers=frozenset({"crash"}),
-    answer_changers=frozenset({"bf16"}),
-)
 
 
 def make_spec(names, **kw):

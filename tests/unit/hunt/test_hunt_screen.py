@@ -7,19 +7,11 @@ for each boot once and exactly what is missing, and the budget holds."""
 import math
 
 import numpy as np
+from fixtures.hunt_world import BASE, PLANTED, TRUTH
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt.simulate import Noise, Truth, run
 from servesweep.hunt.state import ArmVerdict, replay, worst_case
-
-BASE = {1: 9.0, 256: 350.0}
-PLANTED = ["a", "w1", "b", "c", "w2", "lose", "crash", "bf16"]
-TRUTH = Truth(
-    BASE,
-    {"w1": {256: 1.10}, "w2": 1.08, "lose": 0.93},
-    crashers=frozenset({"crash"}),
-    answer_changers=frozenset({"bf16"}),
-)
 
 
 def make_spec(names, **kw):
