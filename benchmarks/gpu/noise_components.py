@@ -178,7 +178,7 @@ def main() -> None:
     result = {
         "boots": {
             name: {
-                key: {k: v for k, v in b.items() if k != "levels"}
+                key: {k: v for k, v in b.items() if k not in ("levels", "variant")}
                 | {"measurements": sum(len(v) for v in b["levels"].values())}
                 for key, b in sorted(boots.items())
             }
