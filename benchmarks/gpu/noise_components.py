@@ -12,7 +12,13 @@ Per metric and level, on the log scale, with the package's own nested ANOVA
   - `one_machine_each`: the leases as the groups, so σ_B is boot to boot on one machine;
   - `pooled`: every boot one configuration (the sweep's variants here are a no-op A/A on
     one GPU), so σ_B also holds the machines' difference;
-  - each lease's geometric mean, and their ratio.
+  - each lease's geometric mean, the fastest over the slowest, and the scatter of the
+    leases' geometric means (`sigma_machine_pct`, df leases - 1);
+  - `by_lease`: each lease alone, its variants as the configurations (σ_B boot to boot on
+    that machine), its first boot (cold caches) against that variant's later boots and the
+    components without it (`without_first_boot`), and the
+    boots a side (`servesweep.stats.boots_for_half_width`) a ±5 % or ±2 % interval needs
+    with 1, 3 or 10 measurements (in-boot repeats of the level) a boot.
 Degrees of freedom are tiny with a few boots: read the numbers with them.
 """
 
@@ -22,15 +28,18 @@ import argparse
 import io
 import json
 import math
+import statistics
 import sys
 import tarfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from servesweep.stats import variance_components  # noqa: E402
+from servesweep.stats import boots_for_half_width, variance_components  # noqa: E402
 
 METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms")
+PER_BOOT = (1, 3, 10)  # measurements a boot, for the boots-needed table
+HALF_WIDTHS = (5.0, 2.0)  # ± % of the 95 % interval of a ratio
 
 
 def read_lease(archive: Path) -> dict[str, dict]:
@@ -42,7 +51,7 @@ def read_lease(archive: Path) -> dict[str, dict]:
             if not member.isfile() or len(parts) < 7 or parts[1] != "cells":
                 continue
             key = f"{parts[4]}/{parts[5]}"
-            boot = boots.setdefault(key, {"finished": False, "levels": {}})
+            boot = boots.setdefault(key, {"variant": parts[4], "finished": False, "levels": {}})
             data = tar.extractfile(member).read()
             if parts[6] == "cell.json":
                 cell = json.load(io.BytesIO(data))
@@ -53,6 +62,7 @@ def read_lease(archive: Path) -> dict[str, dict]:
                     boot_s=cell.get("boot_s"),
                     caches=facts.get("caches"),
                     machine=(cell.get("machine") or {}).get("key"),
+                    started_at=cell.get("started_at"),
                 )
             elif parts[6] == "levels" and parts[-1].endswith(".json"):
                 rec = json.load(io.BytesIO(data))
@@ -99,9 +109,58 @@ def analyse(leases: dict[str, dict[str, dict]], partial: bool) -> dict:
                 "pooled": components([[g for groups in by_lease for g in groups]]),
                 "lease_geomean": means,
             }
-            if len(means) == 2:
-                a, b = means.values()
-                row["lease_ratio"] = round(max(a, b) / min(a, b), 3)
+            if len(means) >= 2:
+                row["lease_ratio"] = round(max(means.values()) / min(means.values()), 3)
+                row["sigma_machine_pct"] = round(
+                    100 * statistics.stdev(math.log(m) for m in means.values()), 2
+                )  # the leases' geometric means' scatter, df leases - 1 (with their boots')
+            rows[str(lv)] = row
+        out["metrics"][metric] = rows
+    out["by_lease"] = {name: one_lease(boots, levels) for name, boots in leases.items()}
+    return out
+
+
+def one_lease(boots: dict[str, dict], levels: list[int]) -> dict:
+    """One lease alone: its finished boots by variant, in boot order."""
+    done = sorted(
+        (b for b in boots.values() if b["finished"] and b["levels"]),
+        key=lambda b: b.get("started_at") or "",
+    )
+    variants: dict[str, list[dict]] = {}
+    for b in done:
+        variants.setdefault(b["variant"], []).append(b)
+    first = done[0] if done else None
+    out: dict = {"boots_a_side": {v: len(bs) for v, bs in variants.items()}, "metrics": {}}
+    for metric in METRICS:
+        rows = {}
+        for lv in levels:
+            groups = [[logs(b, lv, metric) for b in bs] for bs in variants.values()]
+            row = components(groups)
+            vc = variance_components(groups)
+            row["boots_needed"] = {
+                f"{r}x_{hw:g}pct": boots_for_half_width(
+                    max(vc.between, 0.0), vc.within, r, hw, configurations=vc.configurations
+                )
+                for r in PER_BOOT
+                for hw in HALF_WIDTHS
+            }
+            later = (
+                [b for b in variants.get(first["variant"], []) if b is not first] if first else []
+            )
+            warm = [[logs(b, lv, metric) for b in bs if b is not first] for bs in variants.values()]
+            if sum(len(g) for g in warm) > len(warm):
+                row["without_first_boot"] = components(warm)
+            if first and later and logs(first, lv, metric):
+                rest = [x for b in later for x in logs(b, lv, metric)]
+                row["first_boot"] = {
+                    "boot": f"{first['variant']}/{first.get('caches')}",
+                    "ratio_to_later": round(
+                        math.exp(
+                            statistics.fmean(logs(first, lv, metric)) - statistics.fmean(rest)
+                        ),
+                        3,
+                    ),
+                }
             rows[str(lv)] = row
         out["metrics"][metric] = rows
     return out
@@ -119,7 +178,7 @@ def main() -> None:
     result = {
         "boots": {
             name: {
-                key: {k: v for k, v in b.items() if k != "levels"}
+                key: {k: v for k, v in b.items() if k not in ("levels", "variant")}
                 | {"measurements": sum(len(v) for v in b["levels"].values())}
                 for key, b in sorted(boots.items())
             }

@@ -70,3 +70,25 @@ def test_a_machines_effect_is_in_the_pooled_scatter_and_the_ratio(tmp_path):
     # The cut boot (1.5 x) counts only in with_cut_boots.
     cut = got["with_cut_boots"]["metrics"]["output_throughput"]["1"]
     assert cut["one_machine_each"]["sigma_boot_pct"] > 15.0
+
+
+def test_one_lease_alone_its_first_boot_and_the_boots_needed(tmp_path):
+    boots = {"base/r0": 0.8, "copy/r0": 1.0, "base/r1": 1.0, "copy/r1": 1.0}
+    boots |= {"base/r2": 1.0, "copy/r2": 1.0}
+    lease(tmp_path / "c" / "results.tar.xz", 1000.0, boots)
+    out = tmp_path / "c.json"
+    run = subprocess.run(
+        [sys.executable, SCRIPT, tmp_path, "--out", out], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    got = json.loads(out.read_text())["finished"]["by_lease"]["c"]
+    assert got["boots_a_side"] == {"base": 3, "copy": 3}
+    row = got["metrics"]["output_throughput"]["1"]
+    # No start times in these cells: the first boot is the archive's first, base/r0.
+    assert row["first_boot"]["ratio_to_later"] == 0.8
+    # Without it the boots are alike: only the in-boot scatter is left.
+    assert row["without_first_boot"]["sigma_boot_pct"] == 0.0
+    assert row["sigma_boot_pct"] > 5.0
+    # More measurements a boot never ask for more boots; ±2 % never for fewer than ±5 %.
+    need = row["boots_needed"]
+    assert need["10x_5pct"] <= need["1x_5pct"] <= need["1x_2pct"]
