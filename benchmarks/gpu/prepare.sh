@@ -5,7 +5,7 @@
 #
 # MAIN is the checkout the device tool sends (default: this one). It gets, all ignored by
 # git there (MAIN's .git/info/exclude), so none of it travels unless a call carries it:
-#   MAIN/.ENGINE-whl/1 ... N   the wheels as one reproducible tar.xz in parts of <= 46 MiB,
+#   MAIN/.ENGINE-whl/1 ... N   the wheels as one reproducible tar.xz in parts of <= 40 MiB,
 #                              each folder carried by one call; N/ also holds SHA256
 #   MAIN/.devtree              this checkout's HEAD (committed code: the run names a commit)
 # Wheels: benchmarks/gpu/wheels-ENGINE.tsv (tier, MiB, file; the measured sets: SGLang
