@@ -35,12 +35,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
-from scipy import stats as sps
 
-from servesweep.hunt import sequential as seq
+if TYPE_CHECKING:
+    from servesweep.hunt import sequential as seq
+
+# scipy and the bounds (servesweep.hunt.sequential) are imported where a decision is made:
+# every boot job reads `repeats_rule` through servesweep.sweep.config, and scipy.stats alone
+# costs it ~0.65 s of start-up.
 
 Outcome = Literal["faster", "slower", "within margin", "out of reach", "cap", "open"]
 SPENDING: seq.Spending = "pocock"
@@ -94,6 +98,8 @@ class Stages(NamedTuple):
 
 
 def _design(rule: RepeatsRule, levels: int, alpha: float, margin_pct: float) -> seq.Design:
+    from servesweep.hunt import sequential as seq
+
     # Pocock-type spending (the hunt's default): a large change is called at the first look.
     return seq.make_design(
         rule.min,
@@ -112,6 +118,8 @@ def _design(rule: RepeatsRule, levels: int, alpha: float, margin_pct: float) -> 
 def _decide(
     design: seq.Design, k: int, per: Sequence[seq.LevelStats], levels, floor: float = REACH
 ) -> ArmStage | None:
+    from servesweep.hunt import sequential as seq
+
     margin = math.log1p(design.margin)
     best = None
     for lv, s in zip(levels, per, strict=True):
@@ -145,6 +153,10 @@ def reach(design: seq.Design, k: int, s: seq.LevelStats) -> float:
     se √(n (N − n)) / N. Its threshold: beyond the margin and past the last look's
     efficacy bound, t at the df the pool would have there (df scaled by (N − 1) / (n − 1)).
     1 where the look has no spread to judge by."""
+    from scipy import stats as sps
+
+    from servesweep.hunt import sequential as seq
+
     n, last = design.looks[k], design.looks[-1]
     gain, se, df = float(s.gain), float(s.se), float(s.df)
     if not (math.isfinite(se) and se > 0 and math.isfinite(gain)) or last <= n:
@@ -176,6 +188,8 @@ def stage_decisions(
     scatter is pooled over every configuration's first n_k boots (each about its own
     mean). `needed`: the boots each configuration must have for the next look (nothing
     once every variant is decided; the baseline while any is open)."""
+    from servesweep.hunt import sequential as seq
+
     design = _design(rule, len(levels), alpha, margin_pct)
     arrays = {v: _clean(x, len(levels)) for v, x in variants.items()}
     base = _clean(baseline, len(levels))
