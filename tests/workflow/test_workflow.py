@@ -4,6 +4,7 @@ session's one real-engine sweep, tests/fixtures/engine_sweep.py)."""
 
 import copy
 import csv
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from fixtures.paths import ROOT
 from fixtures.workflow import leftover_processes, planned_jobs, write_config
 from fixtures.workflow import run_snakemake as snakemake
 
+from servesweep.sweep.stages import repeats_rule
+
 
 def test_default_config_dry_run_plans_the_whole_chain(tmp_path):
     shutil.copytree(ROOT / "envs", tmp_path / "envs")
@@ -26,12 +29,16 @@ def test_default_config_dry_run_plans_the_whole_chain(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     rules = sorted(rule for rule, _ in planned_jobs(result))
-    # Two cells, each booted benchmark.repeats times (5 in the default).
+    # Boots in stages (`repeats: auto`): the first stage, two boots of each of the two cells,
+    # is planned before anything is measured; the stage checkpoints decide on the rest.
     repeats = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["benchmark"]["repeats"]
-    assert repeats == 5
+    assert repeats == "auto"
+    first = repeats_rule(repeats).min
+    assert first == 2
     assert rules == sorted(
-        ["setup_env", "download_model", *["run_cell"] * (2 * repeats), "collect", "report", "all"]
+        ["setup_env", "download_model", *["run_cell"] * (2 * first), "collect", "report", "all"]
     )
+    assert re.search(r"^repeats_stage\s+2$", result.stdout, re.M), result.stdout[-2000:]
 
 
 def test_lint_is_clean():
