@@ -29,6 +29,7 @@ from servesweep.records import (
     FailureRead,
     LevelRead,
     ModelRead,
+    Read,
     StackRead,
     TeardownRead,
 )
@@ -131,7 +132,7 @@ def cell_state(
     return state, action, why
 
 
-def _kept(prev: CellRead, failed: bool, where: str, retries: dict) -> tuple[str, str, str]:
+def _kept(prev: Read[CellRecord], failed: bool, where: str, retries: dict) -> tuple[str, str, str]:
     """A measured boot Snakemake keeps: failed for good, stale by its client, or current."""
     if failed:
         if not retries["failed_cells"]:
