@@ -102,9 +102,9 @@ class Crossing(NamedTuple):
 
 
 def crossing_probabilities(
-    info: Sequence[float],
-    upper: Sequence[float],
-    lower: Sequence[float] | None = None,
+    info: stats.Values,
+    upper: stats.Values,
+    lower: stats.Values | None = None,
     drift: float = 0.0,
 ) -> Crossing:
     """Exit probabilities of Z_1..Z_K (Z_k = S_k / sqrt t_k, S a Brownian motion with drift
@@ -435,11 +435,11 @@ def _reason(design: Design, look: int, per, levels, best: int, code: int) -> str
 def decide(
     design: Design,
     look: int,
-    reference: Sequence[Sequence[float]],
-    arm: Sequence[Sequence[float]],
+    reference: stats.Rows,
+    arm: stats.Rows,
     levels: Sequence[object],
     higher_is_better: bool,
-    others: Sequence[Sequence[Sequence[float]]] | stats.Scatter | None = None,
+    others: Sequence[stats.Rows] | stats.Scatter | None = None,
 ) -> Look:
     """One real arm: reference[i][j] / arm[i][j] is level i's value at boot j (at least
     design.looks[look] boots each); `others`: the other samples to pool the boot variance
@@ -447,9 +447,12 @@ def decide(
     n = design.looks[look]
     ref = np.asarray([r[:n] for r in reference], dtype=float)
     mine = np.asarray([a[:n] for a in arm], dtype=float)
-    if others is not None and not isinstance(others, stats.Scatter):
-        others = [np.asarray(o, dtype=float) for o in others]
-    per = look_stats(design, look, ref, mine, higher_is_better, others)
+    pooled: Sequence[np.ndarray] | stats.Scatter | None = (
+        others
+        if others is None or isinstance(others, stats.Scatter)
+        else [np.asarray(o, dtype=float) for o in others]
+    )
+    per = look_stats(design, look, ref, mine, higher_is_better, pooled)
     code = int(decide_codes(design, look, per))
     best = max(range(len(per)), key=lambda i: (float(per[i].low), float(per[i].gain), -i))
     s = per[best]

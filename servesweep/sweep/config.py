@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jsonschema
 import yaml
@@ -179,6 +179,7 @@ def resolve_variants(variants: dict, default_engine: str) -> dict:
                 f"config: variants.{name}.extends: unknown variant {parent_name!r} "
                 f"(known: {', '.join(sorted(variants))})"
             )
+        base: dict[str, Any]
         if parent_name is None:
             base = {
                 "engine": default_engine,
