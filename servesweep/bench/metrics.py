@@ -180,7 +180,7 @@ def level_summary(
     level: Level,
     repeat: int,
     *,
-    concurrency: int | None = None,
+    concurrency: float | None = None,
     num_prompts: int | None = None,
     stalled: bool = False,
     timed_out: bool = False,
