@@ -76,7 +76,7 @@ def load_cell(path: Path) -> CellRecord:
     return cell
 
 
-def _cell_problem(cell) -> str | None:
+def _cell_problem(cell: Any) -> str | None:
     if not isinstance(cell, dict):
         return f"top level is {type(cell).__name__}, expected an object"
     for key in ("stack", "model", "variant"):
@@ -106,7 +106,7 @@ def _cell_problem(cell) -> str | None:
     return None
 
 
-def _flat(value):
+def _flat(value: Any) -> Any:
     # Lists and dicts go into one CSV cell as JSON so they survive a round trip.
     if isinstance(value, dict | list):
         return json.dumps(value, sort_keys=True)

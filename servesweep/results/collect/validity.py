@@ -27,7 +27,7 @@ GATES = {
 }
 
 
-def _number(value) -> float | None:
+def _number(value: Any) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError):
