@@ -1,7 +1,7 @@
-"""House rules, checked: lint, format and types, modules that fit in one head, an import graph without
-cycles whose edges point down the data path's layers, the modules that run under bare
-interpreters import nothing but the standard library, declared dependencies are the imported
-ones, and the record types match their documentation."""
+"""House rules, checked: lint, format and types, modules that fit in one head, an import
+graph without cycles whose edges point down the data path's layers, the modules that run
+under bare interpreters import nothing but the standard library, declared dependencies are
+the imported ones, and the record types match their documentation."""
 
 import ast
 import re
