@@ -545,7 +545,7 @@ def _ms_components(
 
 
 def variance_components(
-    samples: Sequence[Sequence[Sequence[float]]], source: str = "in_boot"
+    samples: Sequence[Sequence[Values]], source: str = "in_boot"
 ) -> VarianceComponents:
     """The nested one-way random-effects ANOVA (configuration → boot → measurement), by the
     method of moments, on log values: `samples` holds, per configuration, its boots, each a
@@ -594,7 +594,7 @@ def variance_components(
 
 
 def components_from_sampling(
-    samples: Sequence[Sequence[float]],
+    samples: Sequence[Values],
     sampling: Sequence[Sequence[float]],
     sampling_df: Sequence[Sequence[float]],
     per_boot: float,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,8 @@ from servesweep.sweep.analysis import AnalysisSettings, FirstBootRule
 
 ALPHA = stats.ALPHA
 Family = Literal["primary", "secondary"]
-PRIMARY, SECONDARY = "primary", "secondary"
+PRIMARY: Family = "primary"
+SECONDARY: Family = "secondary"
 
 
 class Metric(NamedTuple):
@@ -46,7 +47,7 @@ HEADLINE_METRIC = AnalysisSettings().objective  # the objective when the sweep n
 _ANALYSIS = AnalysisSettings()  # the schema's defaults
 
 # Per boot (repeat) and level: the request values of its valid measurements.
-RequestValues = Callable[[tuple, int, object, str], list[float]]
+RequestValues = Callable[[tuple, int, Any, str], list[float]]  # (cell, repeat, level, field)
 Key = tuple  # (stack, model, variant, level)
 
 
@@ -156,7 +157,7 @@ def boot_values(rows: pd.DataFrame, column: str) -> Boots:
         _within_boot_cv(groups),
         "; ".join(excluded),
         tuple(tuple(float(v) for v in g) for g in groups),
-        tuple(sampling) if all(x is not None for x in sampling) else (),
+        tuple(x for x in sampling if x is not None) if all(x is not None for x in sampling) else (),
     )
 
 

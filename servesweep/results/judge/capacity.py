@@ -84,7 +84,7 @@ def capacity_rows(cells: list[CellRecord], variants: list[str], baseline: str) -
         mean = sum(mine) / len(mine) if mine else None
         delta = low = high = None
         verdict = ""
-        if key[2] != baseline and mine and ref:
+        if key[2] != baseline and mine and ref and mean is not None:
             ref_mean = sum(ref) / len(ref)
             delta = (mean / ref_mean - 1) * 100
             w = stats.welch(mine, ref) if len(mine) > 1 and len(ref) > 1 else None

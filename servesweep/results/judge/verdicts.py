@@ -190,7 +190,7 @@ def compare(
     if not objective:
         objective = summary_boots(summary, HEADLINE_METRIC)
     first = first_boots(objective, judging.first_boot)
-    out = []
+    out: list[Judged] = []
     for name, metric in metrics.items():
         boots = summary_boots(summary, metric.column)
         if not boots:
@@ -212,7 +212,11 @@ def compare(
     return judge(out, metrics, judging)
 
 
-def _comparison(board, judging, name, metric, kind, key, ref_key, first) -> Comparison:
+# A comparison, with what would tell how many boots settle it (None: no such context).
+Judged = tuple["Comparison", tuple[Board, Key, stats.Contrast] | None]
+
+
+def _comparison(board, judging, name, metric, kind, key, ref_key, first) -> Judged:
     mine, ref = board.boots[key], board.boots[ref_key]
     c = stats.contrast(mine.logs, ref.logs, board.side(key), board.side(ref_key))
     iv = c.interval()
@@ -281,7 +285,7 @@ def family_of(c: Comparison) -> tuple:
 
 
 def judge(
-    comparisons: list, metrics: dict[str, Metric] = METRICS, judging: Judging | None = None
+    comparisons: list[Judged], metrics: dict[str, Metric] = METRICS, judging: Judging | None = None
 ) -> list[Comparison]:
     """Each comparison's verdict, with Holm's adjustment over its family, and the boots
     that would settle the unsettled ones. Takes (Comparison, (board, key, contrast)) pairs
