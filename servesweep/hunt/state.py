@@ -54,7 +54,8 @@ class Arm(NamedTuple):
 
 
 class Round(NamedTuple):
-    index: int
+    # hunt.json's name; mypy objects to a field that shadows tuple.index.
+    index: int  # type: ignore[assignment]
     kind: Literal["search", "check"]
     reference: str  # the incumbent's variant (check: the final variant)
     reference_boots: tuple[int, ...]
