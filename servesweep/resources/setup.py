@@ -120,7 +120,7 @@ def setup_failure(stack_manifest: dict | None, model_manifest: dict | None) -> d
     """The failure a cell inherits from its stack's or model's setup (the stack's first),
     as a cell record's `failure` less `level` and `repeat`; None when both are set up."""
     failed = [
-        (stage, manifest)
+        (stage, manifest or {})  # a failed manifest is never empty
         for stage, manifest in (("stack", stack_manifest), ("model", model_manifest))
         if (manifest or {}).get("status") == "failed"
     ]
