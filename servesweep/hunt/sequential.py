@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, cast
 
 import numpy as np
 from scipy import optimize, special
@@ -33,6 +33,7 @@ from scipy import stats as sps
 from servesweep import stats
 
 Spending = Literal["obf", "pocock"]
+Pooled = Sequence[np.ndarray] | stats.Scatter | None  # look_stats's `others`
 _FAR = 12.0  # densities are cut at 12 sd from their mean
 _STEP = 0.05  # grid step (Simpson's rule): bounds within 1e-4 of 0.02's, 20x faster
 _NO_BOUND = 40.0  # a bound that nothing crosses (no error spent at that look)
@@ -280,7 +281,7 @@ def look_stats(
     reference: np.ndarray,
     arm: np.ndarray,
     higher_is_better: bool,
-    others: Sequence[np.ndarray] | stats.Scatter | None = None,
+    others: Pooled = None,
 ) -> list[LevelStats]:
     """Every counted level's stats at one look: arrays shaped (..., levels, boots), both
     sides with at least `design.looks[look]` boots, on logs.
@@ -447,12 +448,9 @@ def decide(
     n = design.looks[look]
     ref = np.asarray([r[:n] for r in reference], dtype=float)
     mine = np.asarray([a[:n] for a in arm], dtype=float)
-    pooled: Sequence[np.ndarray] | stats.Scatter | None = (
-        others
-        if others is None or isinstance(others, stats.Scatter)
-        else [np.asarray(o, dtype=float) for o in others]
-    )
-    per = look_stats(design, look, ref, mine, higher_is_better, pooled)
+    if others is not None and not isinstance(others, stats.Scatter):
+        others = [np.asarray(o, dtype=float) for o in others]  # arrays from here on
+    per = look_stats(design, look, ref, mine, higher_is_better, cast(Pooled, others))
     code = int(decide_codes(design, look, per))
     best = max(range(len(per)), key=lambda i: (float(per[i].low), float(per[i].gain), -i))
     s = per[best]
