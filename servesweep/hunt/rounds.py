@@ -112,7 +112,7 @@ class Side:
 class Replay:
     """Mutable bookkeeping of one replay of the hunt (`servesweep.hunt.state.replay`)."""
 
-    def __init__(self, spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]):
+    def __init__(self, spec: hs.HuntSpec, observations: Mapping[BootKey, BootResult]):
         self.spec, self.obs = spec, observations
         self.levels = spec.objective.levels
         self.next_boot: dict[str, int] = {}
@@ -185,7 +185,7 @@ class Replay:
             and s.failures <= self.spec.reference_retries
         ):
             s.requested = max(s.requested, j - s.start + 1)
-            r = self.obs.get((s.variant, j))
+            r = self.obs.get(BootKey(s.variant, j))
             if r is None:
                 pending.append(BootKey(s.variant, j))
             elif (why := problem(self.spec, r, gate=False)) is not None:
@@ -203,7 +203,7 @@ class Replay:
         s.requested = max(s.requested, need)
         s.valid, pending = [], []
         for j in s.boots:
-            r = self.obs.get((s.variant, j))
+            r = self.obs.get(BootKey(s.variant, j))
             if r is None:
                 pending.append(BootKey(s.variant, j))
             elif (why := problem(self.spec, r)) is not None:

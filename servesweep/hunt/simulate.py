@@ -56,7 +56,7 @@ class Noise:
 
 class SimResult(NamedTuple):
     state: HuntState
-    observations: dict[tuple[str, int], BootResult]  # keyed by BootKey
+    observations: dict[BootKey, BootResult]
     batches: list[tuple[BootKey, ...]]  # what each replay asked for, in order
 
 
@@ -91,7 +91,7 @@ def run(
     spec: hs.HuntSpec, truth: Truth, noise: Noise, seed: int, max_calls: int = 10_000
 ) -> SimResult:
     rng = np.random.default_rng(seed)
-    obs: dict[tuple[str, int], BootResult] = {}  # keyed by BootKey
+    obs: dict[BootKey, BootResult] = {}
     batches: list[tuple[BootKey, ...]] = []
     speeds = [1.0]
     step = math.sqrt(math.log1p(noise.drift_cv**2))

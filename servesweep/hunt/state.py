@@ -137,7 +137,7 @@ def _pick(arms: Sequence[Arm], order: Mapping[str, int]) -> Arm | None:
     return max(adopted, key=lambda a: (a.rank_pct, a.gain_pct, -order[a.candidate]), default=None)
 
 
-def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]) -> HuntState:
+def replay(spec: hs.HuntSpec, observations: Mapping[BootKey, BootResult]) -> HuntState:
     """Replay the hunt over `observations` ((variant, boot) -> BootResult): the search
     rounds, then the check round; observations the hunt never asked for are ignored."""
     rp = Replay(spec, observations)
