@@ -7,7 +7,7 @@ configuration, and the first boots (`servesweep.stats` has the maths). The verdi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -67,7 +67,10 @@ class Judging(NamedTuple):
 
     @classmethod
     def of(
-        cls, analysis: AnalysisSettings | Mapping, objective: str | None = None, levels=None
+        cls,
+        analysis: AnalysisSettings | Mapping,
+        objective: str | None = None,
+        levels: Sequence[Any] | None = None,
     ) -> Judging:
         """From a sweep's `analysis` (its settings, or the section as a mapping); `objective`
         and `levels` (a hunt's) win over `analysis.objective` / `analysis.levels`."""
@@ -82,7 +85,7 @@ class Judging(NamedTuple):
     def margin(self, metric: Metric) -> float:
         return getattr(self, metric.margin_key)
 
-    def family(self, metric: str, level) -> Family:
+    def family(self, metric: str, level: Any) -> Family:
         counted = self.counted_levels is None or parse_value(level) in self.counted_levels
         return PRIMARY if metric == self.objective and counted else SECONDARY
 
@@ -175,7 +178,7 @@ def _sampling(valid: pd.DataFrame) -> tuple[float, int, int] | None:
     return float(rse), int(batches), int(requests)
 
 
-def level_components(boots: Mapping[Key, Boots], level) -> stats.VarianceComponents:
+def level_components(boots: Mapping[Key, Boots], level: Any) -> stats.VarianceComponents:
     """A level's variance components on a board, pooled over its configurations
     (stats.variance_components): from each boot's in-boot measurements where any boot has
     two, else from each boot's own sampling error where every boot has one (a throughput
@@ -196,7 +199,9 @@ def level_components(boots: Mapping[Key, Boots], level) -> stats.VarianceCompone
     return stats.variance_components([[[y] for y in b.logs] for b in here], "in_boot")
 
 
-def with_percentiles(boots: Boots, metric: Metric, cell: tuple, level, requests) -> Boots:
+def with_percentiles(
+    boots: Boots, metric: Metric, cell: tuple, level: Any, requests: RequestValues | None
+) -> Boots:
     """Each boot's percentile of its own requests (its summary value where no requests are
     stored)."""
     if metric.from_requests is None or requests is None:
@@ -327,7 +332,9 @@ class CellStats(NamedTuple):
     first_dropped: bool
 
 
-def cell_stats(board: Board, first: Mapping[object, FirstBootLevel] | None = None):
+def cell_stats(
+    board: Board, first: Mapping[object, FirstBootLevel] | None = None
+) -> dict[Key, CellStats]:
     """CellStats of every cell at every level on a board."""
     out = {}
     for key, b in board.boots.items():

@@ -66,7 +66,12 @@ def boot_values(sweep: Sweep, cell_json: Path, levels: list[Level], metric: str)
 
 
 def _sample(
-    sweep: Sweep, paths: Paths, boots: dict, cell: tuple[str, str, str], levels, column: str
+    sweep: Sweep,
+    paths: Paths,
+    boots: dict,
+    cell: tuple[str, str, str],
+    levels: list[Level],
+    column: str,
 ) -> list:
     """A cell's objective, levels × its boots measured so far."""
     n = boots.get(_key(*cell), 0)
@@ -95,7 +100,7 @@ def stage_record(sweep: Sweep, paths: Paths, step: int, previous: dict) -> dict:
     for stack in sweep.stacks:
         for model in sweep.models:
 
-            def values(variant, stack=stack, model=model):
+            def values(variant: str, stack: str = stack, model: str = model) -> list:
                 return _sample(sweep, paths, boots, (stack, model, variant), levels, metric.column)
 
             others = [v for v in sweep.variants if v != baseline]

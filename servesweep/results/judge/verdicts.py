@@ -32,7 +32,7 @@ to a sweep's summary:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import pandas as pd
@@ -43,6 +43,7 @@ from servesweep.results.judge.board import (
     METRICS,
     PRIMARY,
     Board,
+    FirstBootLevel,
     Judging,
     Key,
     Metric,
@@ -130,7 +131,7 @@ def verdict_of(
     return FASTER if (low > 0) == higher_is_better else SLOWER
 
 
-def _pairs(keys, baseline: str, reference: str | None) -> list[tuple]:
+def _pairs(keys: Iterable[Key], baseline: str, reference: str | None) -> list[tuple]:
     """(kind, key, reference key) for every comparison the sweep allows."""
     pairs = []
     for stack, model, variant, level in keys:
@@ -216,7 +217,16 @@ def compare(
 Judged = tuple["Comparison", tuple[Board, Key, stats.Contrast] | None]
 
 
-def _comparison(board, judging, name, metric, kind, key, ref_key, first) -> Judged:
+def _comparison(
+    board: Board,
+    judging: Judging,
+    name: str,
+    metric: Metric,
+    kind: str,
+    key: Key,
+    ref_key: Key,
+    first: Mapping[object, FirstBootLevel],
+) -> Judged:
     mine, ref = board.boots[key], board.boots[ref_key]
     c = stats.contrast(mine.logs, ref.logs, board.side(key), board.side(ref_key))
     iv = c.interval()
