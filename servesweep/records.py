@@ -136,7 +136,7 @@ class ModelManifest(TypedDict, total=False):
 class Failure(TypedDict):
     stage: str  # launch | boot | level | teardown; stack | model (its setup failed)
     cause: str  # servesweep.server.failures.CAUSES; a setup's: resources.setup.SETUP_CAUSES
-    level: int | None
+    level: int | float | str | None  # the level's JSON form, as a level summary's
     repeat: int | None
     message: str
     log_tail: list[str]
