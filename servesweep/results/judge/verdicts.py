@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import pandas as pd
 
@@ -78,12 +78,12 @@ class Comparison(NamedTuple):
     compared_variant: str
     n: int
     n_ref: int
-    mean: float  # geometric mean of the boots' values
-    mean_ref: float
+    mean: float | None  # geometric mean of the boots' values (capacity: None without one)
+    mean_ref: float | None
     cv: float  # each side's own: std of its boots' logs
     cv_ref: float
     within_boot_cv: float
-    delta_pct: float  # ratio of geometric means - 1, in %
+    delta_pct: float | None  # ratio of geometric means - 1, in % (capacity: None likewise)
     delta_lo: float  # its 95 % interval (a ratio interval: never below -100 %)
     delta_hi: float
     verdict: str
@@ -320,7 +320,7 @@ def judge(
             c.n,
             c.n_ref,
             metric.higher_is_better,
-            c.delta_pct,
+            cast(float, c.delta_pct),  # compare's comparisons have one (capacity's are apart)
             c.margin_pct,
             significant=not p > ALPHA,  # nan (no spread to test): the interval decides
         )
