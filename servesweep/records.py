@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Generic, NotRequired, Self, TypedDict, TypeVar, cast, overload
 
 
 class GpuSlotRecord(TypedDict):
@@ -136,7 +136,7 @@ class ModelManifest(TypedDict, total=False):
 class Failure(TypedDict):
     stage: str  # launch | boot | level | teardown; stack | model (its setup failed)
     cause: str  # servesweep.server.failures.CAUSES; a setup's: resources.setup.SETUP_CAUSES
-    level: int | None
+    level: int | float | str | None  # the level's JSON form, as a level summary's
     repeat: int | None
     message: str
     log_tail: list[str]
@@ -411,19 +411,50 @@ class CellRecord(TypedDict):
 # record itself is not changed: what is written back or tabled is the record as read.
 
 
-def reader(name: str, *records: type | list[str], **defaults: Any) -> Any:
+R = TypeVar("R")  # the record type a reader reads
+
+
+class Read(tuple[Any, ...], Generic[R]):
+    """A reader as the type checker sees it: `reader(name, R)` gives a `type[Read[R]]`, and
+    `Read[CellRecord]` annotates a read-back cell. Never instantiated: the readers are the
+    namedtuple classes `reader` builds. Their fields are the records' (for the checker, Any:
+    a namedtuple's fields cannot be derived from a TypedDict's)."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...]
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any] | None, **given: Any) -> Self:
+        raise NotImplementedError  # the reader's own `of`
+
+    def _asdict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _replace(self, **changes: Any) -> Self:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(name)
+
+
+@overload
+def reader(name: str, record: type[R], /, **defaults: Any) -> type[Read[R]]: ...
+@overload
+def reader(name: str, /, *records: type | list[str], **defaults: Any) -> type[Read[Any]]: ...
+def reader(name: str, /, *records: Any, **defaults: Any) -> type[Read[Any]]:
     """A reader over the record types' fields (or a table's column names), in their order."""
     names = (r.__annotations__ if isinstance(r, type) else r for r in records)
     fields = list(dict.fromkeys(f for r in names for f in r))
-    base = namedtuple(name, fields, defaults=[defaults.get(f) for f in fields])
+    # Fields known only at run time: mypy wants namedtuple's literal.
+    base = namedtuple(name, fields, defaults=[defaults.get(f) for f in fields])  # type: ignore[misc]
 
-    def of(cls, raw: Mapping[str, Any] | None, **given: Any):
+    def of(cls: Any, raw: Mapping[str, Any] | None, **given: Any) -> Any:
         """`raw`'s fields (any mapping: a record, a summary.csv row); those it lacks from
         `given`, then the reader's defaults."""
         raw = {} if raw is None else raw
         return cls(**{**given, **{f: raw[f] for f in cls._fields if f in raw}})
 
-    return type(name, (base,), {"__slots__": (), "of": classmethod(of)})
+    return cast("type[Read[Any]]", type(name, (base,), {"__slots__": (), "of": classmethod(of)}))
 
 
 CellRead = reader("CellRead", CellRecord, repeat=0, attempt=0)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 from servesweep.level import INF, Level
 
@@ -132,9 +132,10 @@ def num_prompts(rule: dict | str, level: Level, precision: Precision | None = No
     `auto`: the most the level may send (`precision.max_requests`)."""
     if rule == "auto":
         return (precision or Precision()).max_requests
+    limits = cast(dict[str, Any], rule)  # {per_level, min, max} (another string fails here)
     if level.value == INF:
-        return rule["min"]
-    return max(rule["min"], min(rule["max"], int(round(rule["per_level"] * level.value))))
+        return limits["min"]
+    return max(limits["min"], min(limits["max"], int(round(limits["per_level"] * level.value))))
 
 
 def measured_requests(benchmark: dict, level: Level) -> int:

@@ -45,6 +45,10 @@ from typing import Literal, NamedTuple
 import numpy as np
 from scipy import stats as sps
 
+# What the maths takes: lists, or numpy arrays of the same shape.
+Values = Sequence[float] | np.ndarray
+Rows = Sequence[Sequence[float]] | np.ndarray
+
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE  # two-sided, per family of comparisons (Holm)
 # The guard's one-sided level: a side whose scatter is larger than the rest's at this level
@@ -68,7 +72,7 @@ def t95(df: float) -> float:
     return t_quantile(0.5 + CONFIDENCE / 2, df)
 
 
-def _clean(values: Sequence[float]) -> np.ndarray:
+def _clean(values: Values) -> np.ndarray:
     a = np.asarray([v for v in values if v is not None], dtype=float)
     return a[~np.isnan(a)]
 
@@ -138,13 +142,13 @@ def welch_from_stats(
     return Welch(diff, se, df, t, p, diff - half, diff + half)
 
 
-def welch(a: Sequence[float], b: Sequence[float]) -> Welch | None:
+def welch(a: Values, b: Values) -> Welch | None:
     """Welch's interval from two samples; None when either has fewer than 2 values."""
-    a, b = _clean(a), _clean(b)
-    if len(a) < 2 or len(b) < 2:
+    xa, xb = _clean(a), _clean(b)
+    if len(xa) < 2 or len(xb) < 2:
         return None
-    stats_a = (float(a.mean()), float(a.std(ddof=1)), len(a))
-    stats_b = (float(b.mean()), float(b.std(ddof=1)), len(b))
+    stats_a = (float(xa.mean()), float(xa.std(ddof=1)), len(xa))
+    stats_b = (float(xb.mean()), float(xb.std(ddof=1)), len(xb))
     return welch_from_stats(*stats_a, *stats_b)
 
 
@@ -380,7 +384,7 @@ class FirstBoot(NamedTuple):
     cells: int  # configurations with a first boot and at least one later one
 
 
-def first_boot_contrast(samples: Sequence[Sequence[float]]) -> FirstBoot | None:
+def first_boot_contrast(samples: Sequence[Values]) -> FirstBoot | None:
     """Each sample: one configuration's log values in boot order (its first boot first).
     Fits y = mu_cell + d × [first boot] + e with one variance (least squares): d is the
     weighted mean of each configuration's first-minus-later difference, the variance comes
@@ -541,7 +545,7 @@ def _ms_components(
 
 
 def variance_components(
-    samples: Sequence[Sequence[Sequence[float]]], source: str = "in_boot"
+    samples: Sequence[Sequence[Values]], source: str = "in_boot"
 ) -> VarianceComponents:
     """The nested one-way random-effects ANOVA (configuration → boot → measurement), by the
     method of moments, on log values: `samples` holds, per configuration, its boots, each a
@@ -590,7 +594,7 @@ def variance_components(
 
 
 def components_from_sampling(
-    samples: Sequence[Sequence[float]],
+    samples: Sequence[Values],
     sampling: Sequence[Sequence[float]],
     sampling_df: Sequence[Sequence[float]],
     per_boot: float,

@@ -1,7 +1,7 @@
-"""House rules, checked: lint and format, modules that fit in one head, an import graph without
-cycles whose edges point down the data path's layers, the modules that run under bare
-interpreters import nothing but the standard library, declared dependencies are the imported
-ones, and the record types match their documentation."""
+"""House rules, checked: lint, format and types, modules that fit in one head, an import
+graph without cycles whose edges point down the data path's layers, the modules that run
+under bare interpreters import nothing but the standard library, declared dependencies are
+the imported ones, and the record types match their documentation."""
 
 import ast
 import re
@@ -84,6 +84,19 @@ def test_ruff_check_is_clean():
 
 def test_ruff_format_is_clean():
     result = ruff("format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_is_clean():
+    # pyproject.toml's [tool.mypy]: servesweep/, strict where stages meet; its cache
+    # (.mypy_cache) keeps a second run to a few seconds.
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

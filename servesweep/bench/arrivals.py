@@ -23,8 +23,11 @@ LATE_SHARE_LIMIT = 0.05  # … or more than this share of its requests were late
 class Arrival(Protocol):
     """What the schedule needs of the arrival settings (servesweep.sweep.config.Arrival)."""
 
-    burstiness: float  # the gamma shape; 1 for poisson
-    seed: int
+    @property
+    def burstiness(self) -> float: ...  # the gamma shape; 1 for poisson
+
+    @property
+    def seed(self) -> int: ...
 
 
 def schedule(n: int, rate: float, how: Arrival, salt: int = 0) -> np.ndarray:

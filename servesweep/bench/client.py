@@ -18,13 +18,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from servesweep.bench import metrics
 from servesweep.bench.http1 import fetch
 from servesweep.bench.messages import WorkerConfig
 from servesweep.bench.pool import run_workers
 from servesweep.bench.request_records import WorkerRow, build_records, token_counts
+from servesweep.bench.sse import Stream
 from servesweep.bench.stopping import PrecisionStop
 from servesweep.jsonfile import utc_now
 from servesweep.level import Level
@@ -224,7 +225,7 @@ def run_level(
     write_records(records_path, records)
     stats = [result.stats for result in outcome.results]
     summary = metrics.level_summary(
-        records,
+        cast(list[dict], records),  # RequestRecords, read as plain dicts
         level,
         repeat,
         concurrency=concurrency,
@@ -241,7 +242,7 @@ def run_level(
         clock_origin_ns=outcome.t0_ns,
     )
     if stopper is not None:
-        summary.update(stopper.fields())
+        summary.update(cast(LevelSummary, stopper.fields()))  # its stop_* fields
     if progress:
         held = summary["achieved_concurrency"]
         progress(
@@ -269,7 +270,7 @@ async def probe_generation(
     r = await fetch(endpoint_url(settings), payload, timeout_s)
     if r.error:
         return GenerationProbe(r.error, r.detail, 0)
-    s = r.stream
+    s = cast(Stream, r.stream)  # an answered request has its stream
     if s.completion_tokens is not None:
         tokens = s.completion_tokens
     elif settings.tokenizer is not None:

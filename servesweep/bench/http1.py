@@ -15,6 +15,7 @@ import time
 import zlib
 from array import array
 from dataclasses import dataclass
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from servesweep.bench.messages import ResultRow, StreamRow
@@ -60,8 +61,9 @@ class Request:
         self.data = data  # the whole HTTP request
         self.sent_ns = self.end_ns = 0
         self.deadline = 0.0  # loop time
-        self.status = None  # HTTP status code
-        self.error = self.detail = None
+        self.status: int | None = None  # HTTP status code
+        self.error: str | None = None
+        self.detail: str | None = None
         self.reads: list[tuple[int, bytes]] = []
         self.mode = _HEAD
         self.left = 0  # Content-Length bytes still to come
@@ -70,10 +72,11 @@ class Request:
         self.keep_alive = True
         self.on_end = on_end  # called once, when the response ended or failed
         self.conn: Connection | None = None
-        self.timer = None
+        self.timer: asyncio.TimerHandle | None = None
         self.ended = False
         self.retried = False
-        self.packed = None  # (stamps, lengths, zlib of the bytes) instead of reads
+        # (stamps, lengths, zlib of the bytes) instead of reads
+        self.packed: tuple[array[int], array[int], bytes] | None = None
         self.stream: Stream | None = None
 
     def end(self, error: str | None = None, detail: str | None = None, t: int = 0) -> None:
@@ -93,7 +96,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, owner):
         self.owner = owner  # has .last_progress_ns
-        self.transport = None
+        self.transport: Any = None  # the asyncio transport, once connection_made ran
         self.req: Request | None = None
         self.closed = False
         self.used = False  # answered a request before: may have gone stale while idle
@@ -315,7 +318,7 @@ def pack(r: Request) -> int:
 
 
 def unpack(r: Request) -> None:
-    stamps, lengths, blob = r.packed
+    stamps, lengths, blob = cast("tuple[array[int], array[int], bytes]", r.packed)  # packed
     data, at, r.reads = zlib.decompress(blob), 0, []
     for t, n in zip(stamps, lengths, strict=True):
         r.reads.append((t, data[at : at + n]))
@@ -363,7 +366,12 @@ async def fetch(url: str, payload: bytes, timeout_s: float) -> Request:
     """One request on a fresh connection (readiness checks), parsed."""
     client = Client(Target.from_url(url), timeout_s)
     done = client.loop.create_future()
-    r = client.request(0, payload, lambda r: done.done() or done.set_result(None))
+
+    def ended(_: Request) -> None:
+        if not done.done():
+            done.set_result(None)
+
+    r = client.request(0, payload, ended)
     client.send(r, None)
     await done
     parse_response(r)

@@ -78,7 +78,8 @@ class StreamRow(NamedTuple):
 class ResultRow(NamedTuple):
     """One request as the worker saw it."""
 
-    index: int
+    # mypy objects to a field that shadows tuple.index; the name stays.
+    index: int  # type: ignore[assignment]
     status: int | None  # HTTP status
     error: str | None  # request error kind (docs/metrics.md), None when it streamed text
     detail: str | None

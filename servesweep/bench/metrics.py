@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,7 +30,7 @@ DEFAULT_ERROR_RATE_THRESHOLD = 0.5
 # ---- one request ---------------------------------------------------------------------------
 
 
-def apportion(weights: list[float], total: int) -> list[int]:
+def apportion(weights: Sequence[float], total: int) -> list[int]:
     """Split the integer `total` over chunks in proportion to `weights` (largest remainder),
     so per-chunk counts always sum to the server's total."""
     if not weights:
@@ -54,7 +56,7 @@ def tokens_per_chunk(
     without usage, the retokenized counts; without either, one per chunk."""
     n = len(usage_cumulative)
     if n and all(u is not None for u in usage_cumulative):
-        deltas = np.diff(usage_cumulative, prepend=0).tolist()
+        deltas = np.diff(cast(list[int], usage_cumulative), prepend=0).tolist()
         if all(d >= 0 for d in deltas):
             return deltas
     # A chunk with text came from at least one new token.
@@ -144,7 +146,9 @@ def stats(values) -> dict:
     }
 
 
-def steady_window(intervals: list[tuple[float, float]], target: int) -> tuple[float, float] | None:
+def steady_window(
+    intervals: list[tuple[float, float]], target: float
+) -> tuple[float, float] | None:
     """(start, end): from the moment `target` requests are first in flight to the moment the
     last request is sent. None when that never happens or the window is empty."""
     if not intervals or target < 1:
@@ -180,7 +184,7 @@ def level_summary(
     level: Level,
     repeat: int,
     *,
-    concurrency: int | None = None,
+    concurrency: float | None = None,
     num_prompts: int | None = None,
     stalled: bool = False,
     timed_out: bool = False,
@@ -246,7 +250,8 @@ def level_summary(
     if scheduled:
         figures = rate_figures(measured, level.value)
         summary["load"] = "rate"
-        summary["max_concurrency"] = concurrency if concurrency < len(measured) else None
+        cap = cast(float, concurrency)  # a rate level's client runs under its cap
+        summary["max_concurrency"] = concurrency if cap < len(measured) else None
         summary.update(figures._asdict())
         summary["client_bound"] = bool(saturated or figures.rate_short)
     summary.update(_latencies(ok))
@@ -256,13 +261,13 @@ def level_summary(
     summary["client_workers"] = client_workers
     summary["started_at"] = started_at
     summary["clock_origin_ns"] = clock_origin_ns
-    return summary
+    return cast(LevelSummary, summary)
 
 
 def _throughputs(ok: list[dict], intervals: list[tuple[float, float]]) -> dict:
     """Whole-level duration, token totals and throughputs (vLLM/SGLang meaning)."""
     first_sent = min((s for s, _ in intervals), default=None)
-    duration = max(e for _, e in intervals) - first_sent if intervals else None
+    duration = max(e for _, e in intervals) - cast(float, first_sent) if intervals else None
     if duration is not None and duration <= 0:
         duration = None
     in_tokens = sum(r.get("prompt_tokens") or 0 for r in ok)
@@ -279,15 +284,15 @@ def _throughputs(ok: list[dict], intervals: list[tuple[float, float]]) -> dict:
 
 def _token_arrivals(ok: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     """Token arrival times (s after the level's start) and the tokens each brought."""
-    arrivals = np.concatenate(
-        [r["sent_s"] + np.asarray(r["chunk_times_ms"], dtype=float) / 1e3 for r in ok] or [[]]
-    )
-    tokens = np.concatenate([np.asarray(r["chunk_tokens"], dtype=float) for r in ok] or [[]])
+    sent: list[Any] = [r["sent_s"] + np.asarray(r["chunk_times_ms"], dtype=float) / 1e3 for r in ok]
+    counts: list[Any] = [np.asarray(r["chunk_tokens"], dtype=float) for r in ok]
+    arrivals = np.concatenate(sent or [[]])
+    tokens = np.concatenate(counts or [[]])
     return arrivals, tokens
 
 
 def _steady(
-    summary: dict, ok: list[dict], intervals: list[tuple[float, float]], target: int
+    summary: dict, ok: list[dict], intervals: list[tuple[float, float]], target: float
 ) -> tuple[float | None, bool]:
     """Fill the steady-window fields and the peak; return (mean in flight over the window,
     or over the sending time when the target was never held; whether it never was)."""
@@ -305,8 +310,10 @@ def _steady(
         summary["steady_window_s"] = None
         summary["steady_output_throughput"] = None
         summary["steady_total_token_throughput"] = None
-        if never_held and last_sent > first_sent:
-            return mean_inflight(intervals, first_sent, last_sent), never_held
+        # Never held: more requests than the target, so there were sends.
+        first, last = cast(float, first_sent), cast(float, last_sent)
+        if never_held and last > first:
+            return mean_inflight(intervals, first, last), never_held
         return None, never_held
     start, end = window
     length = end - start

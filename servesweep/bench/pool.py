@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple, cast
 
 from servesweep.bench.messages import (
     Abort,
@@ -68,13 +68,14 @@ class WorkerPool:
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=env
             )
             self.procs.append(proc)
-            self.sel.register(proc.stdout, selectors.EVENT_READ, i)
-            send_msg(proc.stdin.fileno(), Setup(config))
+            # Both pipes exist (PIPE above); the casts say so to the type checker.
+            self.sel.register(cast(IO[bytes], proc.stdout), selectors.EVENT_READ, i)
+            send_msg(cast(IO[bytes], proc.stdin).fileno(), Setup(config))
 
     def send(self, msg) -> None:
         for proc in self.procs:
             try:
-                send_msg(proc.stdin.fileno(), msg)
+                send_msg(cast(IO[bytes], proc.stdin).fileno(), msg)
             except (BrokenPipeError, OSError):
                 pass  # a dead worker is reported by poll()
 
@@ -111,7 +112,7 @@ class WorkerPool:
         for proc in self.procs:
             for pipe in (proc.stdin, proc.stdout):
                 try:
-                    pipe.close()
+                    cast(IO[bytes], pipe).close()
                 except OSError:
                     pass
             if proc.poll() is None:
@@ -207,6 +208,6 @@ def run_workers(
                 break
         while None in pool.results:
             pool.poll(1.0)
-        return PoolOutcome(pool.results, stalled, timed_out, t0_ns)
+        return PoolOutcome(cast(list[Result], pool.results), stalled, timed_out, t0_ns)  # all in
     finally:
         pool.close()

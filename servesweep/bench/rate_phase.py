@@ -32,7 +32,7 @@ class RatePhase:
         self.live: set = set()
         self.held: list[int] = []
         self.origin_ns = 0
-        self.timer = None
+        self.timer: asyncio.TimerHandle | None = None
         self.over: asyncio.Future | None = None
 
     async def run(self) -> None:

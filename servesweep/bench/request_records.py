@@ -7,7 +7,7 @@ apportioned to chunks; then `metrics.request_metrics` gives its latencies.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from servesweep.bench import metrics
 from servesweep.bench.messages import ResultRow, StreamRow
@@ -51,7 +51,8 @@ def build_records(
     """Request records from the workers' result rows, sorted by request index."""
     rows = sorted(rows, key=lambda r: r.row.index)
     good = [r.row for r in rows if r.row.error is None]
-    retok = retokenize(tokenizer, [r.stream for r in good]) if tokenizer is not None else None
+    streams = [cast(StreamRow, r.stream) for r in good]  # an answered request has its stream
+    retok = retokenize(tokenizer, streams) if tokenizer is not None else None
     retok_by_index = {r.index: rt for r, rt in zip(good, retok, strict=True)} if retok else {}
     return [
         _record(row, worker, prompts, warmup, t0_ns, retok_by_index.get(row.index))
@@ -90,7 +91,7 @@ def _record(
     }
     if row.error is not None:
         return rec
-    s = row.stream
+    s = cast(StreamRow, row.stream)  # an answered request has its stream
     chunks, whole = retok or (None, None)
     if s.prompt_tokens is not None:
         rec["prompt_tokens"] = s.prompt_tokens
@@ -100,11 +101,13 @@ def _record(
     # no check: random tokens do not re-encode to themselves.
     rec["retokenized_tokens"] = sum(max(1, c) for c in chunks) if chunks else None
     rec["retokenized_whole_tokens"] = whole
+    out: int | None
     if s.completion_tokens is not None:
         out = s.completion_tokens
     else:
         out = rec["retokenized_tokens"] if chunks is not None else len(s.chunk_ns)
     rec["output_tokens"] = out
     per_chunk = metrics.tokens_per_chunk(s.usage_cumulative, chunks, out)
-    rec.update(metrics.request_metrics(row.sent_ns, row.end_ns, s.chunk_ns, per_chunk, out))
+    timing = metrics.request_metrics(row.sent_ns, row.end_ns, s.chunk_ns, per_chunk, out)
+    rec.update(cast(RequestRecord, timing))  # its latency fields
     return rec

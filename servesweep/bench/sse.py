@@ -134,6 +134,7 @@ def parse_stream(reads: list[tuple[int, bytes]]) -> Stream:
     s = Stream()
     try:
         stamps, datas = [], []
+        data: bytes | None
         for t, block in sse_events(reads):
             if block.startswith(b"data: ") and b"\n" not in block:  # the usual one-line event
                 data = block[6:]

@@ -21,6 +21,7 @@ import mmap
 import os
 import struct
 import time
+from typing import cast
 
 from servesweep.bench.http1 import (
     Client,
@@ -109,7 +110,7 @@ class Worker:
         self.max_lag_s = 0.0
         self.aborted = False
         self.slots: set[Slot] = set()
-        self.phase_over = None
+        self.phase_over: asyncio.Future[None] | None = None  # set while a phase runs
         self.rate: RatePhase | None = None  # the measured phase of a rate level
 
     def claim(self, phase: int) -> int | None:
@@ -131,8 +132,9 @@ class Worker:
         self.slots.discard(slot)
         if slot.conn is not None and not slot.conn.closed:
             self.client.idle.append(slot.conn)  # the next phase's slots reuse it
-        if not self.slots and not self.phase_over.done():
-            self.phase_over.set_result(None)
+        over = cast("asyncio.Future[None]", self.phase_over)  # a slot ends inside a phase
+        if not self.slots and not over.done():
+            over.set_result(None)
 
     def book(self, r: Request) -> None:
         self.finished += 1
@@ -231,7 +233,8 @@ class Worker:
         loop.add_reader(0, on_stdin)
         send_msg(self.out, Ready(_now()))
         ticker = None
-        cpu0 = wall0 = 0
+        cpu0: float = 0
+        wall0: float = 0
         for phase in (0, 1):
             msg = await inbox.get()
             if not isinstance(msg, Go):

@@ -59,15 +59,15 @@ def search_capacity(
             f"capacity search: probing {probe} (bracket [{Level.parse(b.low, kind)}, "
             f"{Level.parse(b.high, kind)}))"
         )
-        summary = measure(probe)
-        if summary is None:
+        probed = measure(probe)
+        if probed is None:
             log(f"capacity search: stopped before {probe}")
             break  # the search stops; what was measured stands
         probes.append(probe)
-        if summary.get("status") != "ok":
+        if probed.get("status") != "ok":
             return None
-        results[probe.value] = met(probe, 0, summary)
-        if summary.get("client_bound"):
+        results[probe.value] = met(probe, 0, probed)
+        if probed.get("client_bound"):
             unsure.append(probe)
     b = bracket(results)
     low = None if b.low is None else Level.parse(b.low, kind)

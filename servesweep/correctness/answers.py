@@ -20,7 +20,7 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from servesweep.bench.client import ClientSettings, endpoint_url
 from servesweep.jsonfile import utc_now, write_json
@@ -131,6 +131,9 @@ def parse_logprobs(raw, endpoint: str):
     spelling (completions: parallel lists; chat: a list of entries); Nones when absent."""
     if not isinstance(raw, dict):
         return None, None, None
+    tokens: Any  # lists as the server sent them (checked below), or None
+    logprobs: Any
+    top: Any
     if endpoint == "chat" or "content" in raw:
         entries = raw.get("content")
         if not isinstance(entries, list) or not entries:
@@ -179,20 +182,23 @@ def parse_answer(
         tokens, logprobs, top = parse_logprobs(choice.get("logprobs"), endpoint)
         usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
         out.update(
-            ok=True,
-            text=text,
-            finish_reason=choice.get("finish_reason"),
-            completion_tokens=usage.get("completion_tokens"),
-            token_ids=_ids(choice.get("token_ids")),
-            tokens=tokens,
-            logprobs=logprobs,
-            top_logprobs=top,
+            {
+                "ok": True,
+                "text": text,
+                "finish_reason": choice.get("finish_reason"),
+                "completion_tokens": usage.get("completion_tokens"),
+                "token_ids": _ids(choice.get("token_ids")),
+                "tokens": tokens,
+                "logprobs": logprobs,
+                "top_logprobs": top,
+            }
         )
         if tokenizer is not None:
             out["retokenized_ids"] = tokenizer.encode(text, add_special_tokens=False).ids
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        out.update(ok=False, error="bad_answer", detail=f"{type(exc).__name__}: {exc}"[:300])
-        out["detail"] += f" in {body[:200].decode(errors='replace')!r}"
+        detail = f"{type(exc).__name__}: {exc}"[:300]
+        detail += f" in {body[:200].decode(errors='replace')!r}"
+        out.update({"ok": False, "error": "bad_answer", "detail": detail})
     return out
 
 
@@ -203,7 +209,9 @@ def _sender(url: str, endpoint: str, tokenizer, request_timeout_s: float, deadli
         timeout = min(request_timeout_s, deadline - time.monotonic())
         if timeout <= 0:
             answer = parse_answer(index, 0, b"", 0.0, endpoint, None, False)
-            answer.update(error="deadline", detail="the pass ran out of time before this one")
+            answer.update(
+                {"error": "deadline", "detail": "the pass ran out of time before this one"}
+            )
             return answer
         begin = time.monotonic()
         status, raw = http_request("POST", url, timeout, body)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from servesweep.correctness.answers import AnswerRead, PassRead
 from servesweep.records import reader
@@ -41,7 +41,8 @@ SAME_SETTINGS = ("prompts", "seed", "max_tokens")  # what two records must share
 class PromptDiff(NamedTuple):
     """One prompt answered on both sides."""
 
-    index: int
+    # mypy objects to a field that shadows tuple.index; the name stays.
+    index: int  # type: ignore[assignment]
     match: bool
     first_diff: int | None  # first differing position (the shorter length if one is a prefix)
     logprob_delta: float | None  # variant's chosen-token logprob - reference's, at first_diff
@@ -188,7 +189,9 @@ def compare_answers(
         failed=len(baseline) - len(diffs),
         exact_matches=len(diffs) - len(misses),
         exact_match_rate=rate,
-        mean_first_diff=sum(d.first_diff for d in misses) / len(misses) if misses else None,
+        mean_first_diff=sum(cast(int, d.first_diff) for d in misses) / len(misses)
+        if misses
+        else None,  # a miss has its first difference
         token_basis=basis,
         logprobs=has_logprobs,
         max_abs_logprob_delta=max(deltas, default=None),
@@ -281,7 +284,7 @@ def sweep_rows(
             strict = bool((must_match or {}).get(variant))
             found = compare_records(rec, ref, threshold, strict)
             rows += csv_rows(stack, model, variant, stack, baseline, found)
-        other = records.get((reference_stack, model, variant))
+        other = None if reference_stack is None else records.get((reference_stack, model, variant))
         if reference_stack not in (None, stack) and other is not None:
             found = compare_records(rec, other, threshold)
             rows += csv_rows(stack, model, variant, reference_stack, variant, found)

@@ -101,7 +101,7 @@ class BootsPlan(NamedTuple):
 
 def plan_boots(
     design_at: Callable[[int], Design],
-    variance: float,
+    variance: float | None,
     boots_min: int,
     cap: int,
     df_at: Callable[[int], float] = lambda n: math.inf,

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import numpy as np
 
@@ -112,7 +112,7 @@ class Side:
 class Replay:
     """Mutable bookkeeping of one replay of the hunt (`servesweep.hunt.state.replay`)."""
 
-    def __init__(self, spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]):
+    def __init__(self, spec: hs.HuntSpec, observations: Mapping[BootKey, BootResult]):
         self.spec, self.obs = spec, observations
         self.levels = spec.objective.levels
         self.next_boot: dict[str, int] = {}
@@ -175,7 +175,8 @@ class Replay:
     def fill_reference(self, s: Side, n: int) -> list[BootKey]:
         """The reference's requests for n counted valid boots (failed ones replaced, at most
         `reference_retries` a round)."""
-        s.valid, s.failures, s.problems, pending = [], 0, set(), []
+        s.valid, s.failures, s.problems = [], 0, set()
+        pending: list[BootKey] = []
         j = s.start
         while j < s.start + s.requested or (
             len([b for b in s.valid if not self.uncounted(b)])
@@ -184,7 +185,7 @@ class Replay:
             and s.failures <= self.spec.reference_retries
         ):
             s.requested = max(s.requested, j - s.start + 1)
-            r = self.obs.get((s.variant, j))
+            r = self.obs.get(BootKey(s.variant, j))
             if r is None:
                 pending.append(BootKey(s.variant, j))
             elif (why := problem(self.spec, r, gate=False)) is not None:
@@ -192,7 +193,7 @@ class Replay:
                 s.problems.add(why)
             else:
                 s.valid.append(j)
-                s.values[j] = [r.values[lv] for lv in self.levels]
+                s.values[j] = [cast(Mapping, r.values)[lv] for lv in self.levels]  # valid
             j += 1
         return pending
 
@@ -202,7 +203,7 @@ class Replay:
         s.requested = max(s.requested, need)
         s.valid, pending = [], []
         for j in s.boots:
-            r = self.obs.get((s.variant, j))
+            r = self.obs.get(BootKey(s.variant, j))
             if r is None:
                 pending.append(BootKey(s.variant, j))
             elif (why := problem(self.spec, r)) is not None:
@@ -212,7 +213,7 @@ class Replay:
                 return []
             else:
                 s.valid.append(j)
-                s.values[j] = [r.values[lv] for lv in self.levels]
+                s.values[j] = [cast(Mapping, r.values)[lv] for lv in self.levels]  # valid
         return pending
 
     # ---- the pool and the first boots --------------------------------------------------
@@ -340,9 +341,10 @@ def run_round(
                 plan = plan._replace(boots=n)
         if plan is None:  # too little scatter to size the round yet: the cap's design
             d = hs.design(spec, None, family)
-        decide_look(rp, d, n, reference, arms, check)
-        decided = (d, n)
-        later = [x for x in d.looks if x > n]
+        looked = cast(Design, d)  # set above, or at an earlier look of the round
+        decide_look(rp, looked, n, reference, arms, check)
+        decided = (looked, n)
+        later = [x for x in looked.looks if x > n]
         if not later:
             break
         n = later[0]

@@ -41,7 +41,9 @@ def run_screen(rp: Replay, reserve: tuple[int, float]) -> ScreenRun:
     spec = rp.spec
     k = spec.screen_boots
     start = rp.side(())
-    ref, kept, steps = start, (), []
+    ref = start
+    kept: tuple[str, ...] = ()
+    steps: list[Step] = []
     gone: set[str] = set()
     for c in spec.candidates:
         if c.name not in hs.applicable(spec, kept, gone):

@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, cast
 
 import numpy as np
 from scipy import optimize, special
@@ -33,6 +33,7 @@ from scipy import stats as sps
 from servesweep import stats
 
 Spending = Literal["obf", "pocock"]
+Pooled = Sequence[np.ndarray] | stats.Scatter | None  # look_stats's `others`
 _FAR = 12.0  # densities are cut at 12 sd from their mean
 _STEP = 0.05  # grid step (Simpson's rule): bounds within 1e-4 of 0.02's, 20x faster
 _NO_BOUND = 40.0  # a bound that nothing crosses (no error spent at that look)
@@ -102,9 +103,9 @@ class Crossing(NamedTuple):
 
 
 def crossing_probabilities(
-    info: Sequence[float],
-    upper: Sequence[float],
-    lower: Sequence[float] | None = None,
+    info: stats.Values,
+    upper: stats.Values,
+    lower: stats.Values | None = None,
     drift: float = 0.0,
 ) -> Crossing:
     """Exit probabilities of Z_1..Z_K (Z_k = S_k / sqrt t_k, S a Brownian motion with drift
@@ -280,7 +281,7 @@ def look_stats(
     reference: np.ndarray,
     arm: np.ndarray,
     higher_is_better: bool,
-    others: Sequence[np.ndarray] | stats.Scatter | None = None,
+    others: Pooled = None,
 ) -> list[LevelStats]:
     """Every counted level's stats at one look: arrays shaped (..., levels, boots), both
     sides with at least `design.looks[look]` boots, on logs.
@@ -435,11 +436,11 @@ def _reason(design: Design, look: int, per, levels, best: int, code: int) -> str
 def decide(
     design: Design,
     look: int,
-    reference: Sequence[Sequence[float]],
-    arm: Sequence[Sequence[float]],
+    reference: stats.Rows,
+    arm: stats.Rows,
     levels: Sequence[object],
     higher_is_better: bool,
-    others: Sequence[Sequence[Sequence[float]]] | stats.Scatter | None = None,
+    others: Sequence[stats.Rows] | stats.Scatter | None = None,
 ) -> Look:
     """One real arm: reference[i][j] / arm[i][j] is level i's value at boot j (at least
     design.looks[look] boots each); `others`: the other samples to pool the boot variance
@@ -448,8 +449,8 @@ def decide(
     ref = np.asarray([r[:n] for r in reference], dtype=float)
     mine = np.asarray([a[:n] for a in arm], dtype=float)
     if others is not None and not isinstance(others, stats.Scatter):
-        others = [np.asarray(o, dtype=float) for o in others]
-    per = look_stats(design, look, ref, mine, higher_is_better, others)
+        others = [np.asarray(o, dtype=float) for o in others]  # arrays from here on
+    per = look_stats(design, look, ref, mine, higher_is_better, cast(Pooled, others))
     code = int(decide_codes(design, look, per))
     best = max(range(len(per)), key=lambda i: (float(per[i].low), float(per[i].gain), -i))
     s = per[best]

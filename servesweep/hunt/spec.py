@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 if TYPE_CHECKING:  # the boundaries' maths (scipy) loads when a design is first made,
     # not with every sweep file that reads a hunt section (each run_cell, each Snakemake start)
@@ -208,11 +208,12 @@ def round_design(
     delta, m = spec.min_effect_pct, margin(spec)
     if plan.capped:  # the gain the cap's boots find: N(δ') = cap
         at_cap = design(spec, plan.boots, arms)
-        needs = boots_for_power(at_cap, variance, df_at(plan.boots))  # for δ, at the cap
+        # Capped only at a known variance (plan_boots: none known is the cap, not capped).
+        needs = boots_for_power(at_cap, cast(float, variance), df_at(plan.boots))  # for δ
         scale = math.sqrt(needs / plan.boots)  # on the log scale: the gain's and the margin's
         found = 100 * math.expm1(math.log1p(delta / 100) * scale)
         m, delta = scaled_margin(m, scale), found
-    cv = 100 * math.sqrt(math.expm1(variance)) if known else math.nan
+    cv = 100 * math.sqrt(math.expm1(cast(float, variance))) if known else math.nan
     rp = RoundPlan(arms, plan.boots, plan.needed, cv, delta, m, df_at(plan.boots))
     return design(spec, plan.boots, arms, delta, m), rp
 

@@ -54,7 +54,8 @@ class Arm(NamedTuple):
 
 
 class Round(NamedTuple):
-    index: int
+    # hunt.json's name; mypy objects to a field that shadows tuple.index.
+    index: int  # type: ignore[assignment]
     kind: Literal["search", "check"]
     reference: str  # the incumbent's variant (check: the final variant)
     reference_boots: tuple[int, ...]
@@ -136,7 +137,7 @@ def _pick(arms: Sequence[Arm], order: Mapping[str, int]) -> Arm | None:
     return max(adopted, key=lambda a: (a.rank_pct, a.gain_pct, -order[a.candidate]), default=None)
 
 
-def replay(spec: hs.HuntSpec, observations: Mapping[tuple[str, int], BootResult]) -> HuntState:
+def replay(spec: hs.HuntSpec, observations: Mapping[BootKey, BootResult]) -> HuntState:
     """Replay the hunt over `observations` ((variant, boot) -> BootResult): the search
     rounds, then the check round; observations the hunt never asked for are ignored."""
     rp = Replay(spec, observations)

@@ -15,7 +15,7 @@ import datetime as dt
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 from servesweep.correctness.compare import compare_records
 from servesweep.hunt.state import BootKey, BootResult
@@ -25,7 +25,7 @@ from servesweep.records import CellRecord
 from servesweep.results.collect.cells import checked_levels
 from servesweep.results.judge.step import analysis_of
 from servesweep.sweep.config import Sweep
-from servesweep.sweep.hunt import CAPACITY
+from servesweep.sweep.hunt import CAPACITY, SweepHunt
 from servesweep.sweep.layout import Paths
 
 
@@ -36,14 +36,14 @@ class BootCost(NamedTuple):
 
 
 def cell_path(sweep: Sweep, paths: Paths, key: BootKey) -> Path:
-    hunt = sweep.hunt
+    hunt = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     return paths.cell_json(hunt.stack_of(key.variant), hunt.model, key.variant, key.boot)
 
 
 def _seconds(cell: CellRecord) -> float:
     try:
         start = dt.datetime.fromisoformat(cell["started_at"])
-        end = dt.datetime.fromisoformat(cell["finished_at"])
+        end = dt.datetime.fromisoformat(cast(str, cell["finished_at"]))  # None: TypeError
     except (KeyError, TypeError, ValueError):
         return 0.0
     return max((end - start).total_seconds(), 0.0)
@@ -57,7 +57,7 @@ def boot_cost(cell: CellRecord) -> BootCost:
 
 
 def _failure(cell: CellRecord) -> str:
-    f = cell.get("failure") or {}
+    f: Mapping[str, Any] = cell.get("failure") or {}
     where = f.get("stage") or "?"
     if f.get("level") is not None:
         where += f" at level {Level.parse(f['level']).json}"
@@ -66,7 +66,7 @@ def _failure(cell: CellRecord) -> str:
 
 def _changed(sweep: Sweep, variant: str, record: dict | None, reference: dict | None) -> bool:
     """Whether the boot's greedy answers differ from the start's (unknown: False)."""
-    if not record or not reference or variant == sweep.hunt.spec.start.name:
+    if not record or not reference or variant == cast(SweepHunt, sweep.hunt).spec.start.name:
         return False
     found = compare_records(
         record,
@@ -81,15 +81,17 @@ def boot_result(
     sweep: Sweep, cell: CellRecord, cell_dir: Path, reference: dict | None
 ) -> BootResult:
     """One boot's observation (`reference`: the start's correctness.json)."""
-    hunt = sweep.hunt
-    if cell.get("status") == "failed" and (cell.get("failure") or {}).get("stage") in (
+    hunt = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
+    failure: Mapping[str, Any] = cell.get("failure") or {}
+    if cell.get("status") == "failed" and failure.get("stage") in (
         "launch",
         "boot",
         None,
     ):
         return BootResult(failure=_failure(cell))
     if hunt.metric == CAPACITY:  # the search's result (None: nothing met the SLO)
-        value = (cell.get("capacity") or {}).get("value")
+        capacity: Mapping[str, Any] = cell.get("capacity") or {}
+        value = capacity.get("value")
         values = {CAPACITY: float(value)} if value is not None else {}
         record = read_json(Path(cell_dir) / "correctness.json")
         return BootResult(values, None, _changed(sweep, cell["variant"], record, reference))
@@ -102,8 +104,8 @@ def boot_result(
     for level in hunt.levels:
         rows = by_level.get(level) or []
         if not rows or any(r.get("status") != "ok" for r in rows):
-            bad = next((r for r in rows if r.get("status") != "ok"), {})
-            cause = bad.get("cause") or (cell.get("failure") or {}).get("cause") or "not run"
+            bad: Mapping[str, Any] = next((r for r in rows if r.get("status") != "ok"), {})
+            cause = bad.get("cause") or failure.get("cause") or "not run"
             return BootResult(failure=f"{cause} (level {Level.parse(level).json})")
         measured = [r.get(hunt.metric) for r in rows if r.get("valid")]
         measured = [float(v) for v in measured if v is not None and math.isfinite(float(v))]
@@ -117,7 +119,7 @@ def read_cells(sweep: Sweep, paths: Paths, keys: Iterable[BootKey]) -> dict[Boot
     """The records of the boots among `keys` that have one, each read once."""
     found = {}
     for key in map(BootKey._make, keys):
-        cell: CellRecord | None = read_json(cell_path(sweep, paths, key))
+        cell = cast("CellRecord | None", read_json(cell_path(sweep, paths, key)))
         if cell is not None:
             found[key] = cell
     return found
@@ -134,7 +136,7 @@ def observe_cells(
     sweep: Sweep, paths: Paths, cells: Mapping[BootKey, CellRecord]
 ) -> tuple[dict[BootKey, BootResult], dict[BootKey, BootCost]]:
     """The observations and costs of boots whose records were read (`read_cells`)."""
-    hunt = sweep.hunt
+    hunt = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     start = BootKey(hunt.spec.start.name, 0)
     reference = read_json(cell_path(sweep, paths, start).parent / "correctness.json")
     obs, costs = {}, {}

@@ -6,6 +6,8 @@ budget. Launches nothing; like the sweep's plan, it reads the records.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import cast
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
@@ -14,6 +16,7 @@ from servesweep.hunt.state import BootKey
 from servesweep.hunt_run.observe import observe_cells, read_cells
 from servesweep.records import CellRecord
 from servesweep.sweep.config import Sweep, spec_hash
+from servesweep.sweep.hunt import SweepHunt
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.plan import PlannedCell, plan_sweep
 from servesweep.sweep.plan_text import plan_json, render, write_text_and_json
@@ -21,7 +24,7 @@ from servesweep.sweep.plan_text import plan_json, render, write_text_and_json
 
 def current_records(sweep: Sweep, paths: Paths, keys) -> dict[BootKey, CellRecord]:
     """The records of `keys` that exist and were measured with the spec in force."""
-    h = sweep.hunt
+    h = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
 
     def in_force(key: BootKey) -> str:
         return spec_hash(sweep.spec(h.stack_of(key.variant), h.model, key.variant))
@@ -34,7 +37,7 @@ def state_from_records(sweep: Sweep, paths: Paths) -> hstate.HuntState:
     """The hunt as far as current records take it (stage by stage, as its steps do)."""
     obs: dict = {}
     while True:
-        state = hstate.replay(sweep.hunt.spec, obs)
+        state = hstate.replay(cast(SweepHunt, sweep.hunt).spec, obs)
         found, _ = observe_cells(sweep, paths, current_records(sweep, paths, state.needed))
         if not found:
             return state
@@ -44,7 +47,7 @@ def state_from_records(sweep: Sweep, paths: Paths) -> hstate.HuntState:
 def plan_hunt(sweep: Sweep, paths: Paths) -> tuple[hstate.HuntState, list[PlannedCell]]:
     """The hunt's state and the run_cell jobs of the boots it asks for next."""
     state = state_from_records(sweep, paths)
-    h = sweep.hunt
+    h = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     jobs = [(h.stack_of(k.variant), h.model, k.variant, k.boot) for k in state.needed]
     return state, plan_sweep(sweep, paths, jobs)
 
@@ -75,7 +78,7 @@ def plan_words(spec, plan: hs.RoundPlan) -> str:
 def outlook_lines(sweep: Sweep, state: hstate.HuntState) -> list[str]:
     """Before the boots are spent: what the power asks of the round in progress (or, with
     no scatter yet, at a boot CV of 2, 5 and 10 %)."""
-    s = sweep.hunt.spec
+    s = cast(SweepHunt, sweep.hunt).spec
     screening = s.design == "screen" and (not state.rounds or state.rounds[-1].kind == "search")
     if state.done or screening:  # the screen tests nothing: its checks are sized later
         return []
@@ -117,7 +120,7 @@ def cost_lines(spec: hs.HuntSpec, state: hstate.HuntState) -> list[str]:
     at = "at the boot CV seen so far" if state.outlook is not None else "at a boot CV of"
     at += " " + " / ".join(f"{cv:.1f}" for cv in cvs) + " %"
 
-    def both(boots: list[float]) -> str:
+    def both(boots: Sequence[float]) -> str:
         text = " / ".join(f"{b:.0f}" for b in boots)
         return f"{text} boots" + (
             f" ({' / '.join(f'{b * hours:.2f}' for b in boots)} GPU-hours)" if hours else ""
@@ -166,7 +169,7 @@ def _within(spec: hs.HuntSpec, state: hstate.HuntState) -> str:
 
 
 def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
-    h = sweep.hunt
+    h = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     s = h.spec
     names = ", ".join(c.name for c in s.candidates)
     budget = [f"{s.budget_boots} boots"] if s.budget_boots is not None else []

@@ -16,7 +16,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
@@ -26,6 +26,7 @@ from servesweep.jsonfile import read_json
 from servesweep.level import Level
 from servesweep.server.engines import launch_env
 from servesweep.sweep.config import Sweep, spec_hash, spec_json
+from servesweep.sweep.hunt import SweepHunt
 from servesweep.sweep.layout import Paths
 
 STEP_JSON = "results/hunt/steps/s{step}.json"
@@ -53,7 +54,7 @@ def hunt_params(sweep: Sweep) -> str:
     its start or a candidate re-decides): the spec, the objective and the validity gates.
     What a boot measures is its cell's spec: a change reruns the cell, and so the steps
     that read it."""
-    h = sweep.hunt
+    h = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     return spec_json(
         {
             "spec": repr(h.spec),
@@ -70,7 +71,7 @@ def step_record(sweep: Sweep, paths: Paths, step: int, previous: dict | None) ->
     """Step `step`: the replay over the boots steps before it asked for."""
     keys = [] if previous is None else previous["observed"] + previous["needed"]
     obs, _ = observations(sweep, paths, [BootKey(*k) for k in keys])
-    state = hstate.replay(sweep.hunt.spec, obs)
+    state = hstate.replay(cast(SweepHunt, sweep.hunt).spec, obs)
     return {
         "step": step,
         "observed": [list(k) for k in keys if BootKey(*k) in obs],
@@ -91,7 +92,7 @@ def needed_cells(sweep: Sweep, paths: Paths, step_json: str | Path) -> list[str]
 
 def first_cells(sweep: Sweep, paths: Paths) -> list[str]:
     """The boots step 0 asks for, from the spec alone (nothing is measured before it)."""
-    keys = hstate.replay(sweep.hunt.spec, {}).needed
+    keys = hstate.replay(cast(SweepHunt, sweep.hunt).spec, {}).needed
     return [str(cell_path(sweep, paths, k)) for k in keys]
 
 
@@ -137,7 +138,7 @@ def ledger(state: hstate.HuntState, costs: Mapping[BootKey, BootCost]) -> list[d
 
 def launch(sweep: Sweep, variant: str) -> dict:
     """The composed variant's stack, flags, env and (placeholder) launch command."""
-    h = sweep.hunt
+    h = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     spec = sweep.spec(h.stack_of(variant), h.model, variant)
     return {
         "variant": variant,
@@ -161,7 +162,7 @@ def budget(spec) -> dict:
 
 def candidates(sweep: Sweep) -> dict:
     """Each candidate as the sweep file states it, in listing order."""
-    h = sweep.hunt
+    h = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     return {
         c.name: {
             "description": h.descriptions.get(c.name) or "",
@@ -193,13 +194,13 @@ def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
     """results/hunt/hunt.json: the path, the final configuration and the ledger."""
     keys = [BootKey(*k) for k in last_step["observed"]]
     obs, costs = observations(sweep, paths, keys)
-    state = hstate.replay(sweep.hunt.spec, obs)
+    state = hstate.replay(cast(SweepHunt, sweep.hunt).spec, obs)
     spent = {
         "boots": len(costs),
         "wall_s": round(sum(c.wall_s for c in costs.values()), 3),
         "gpu_hours": round(sum(c.gpu_hours for c in costs.values()), 6),
     }
-    h = sweep.hunt
+    h = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     return {
         "start": h.spec.start.name,
         "stack": h.stack,

@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from servesweep.jsonfile import write_json
 from servesweep.resources.setup import SetupError
@@ -37,7 +38,7 @@ def materialize(name: str, source: dict, dest: Path) -> dict:
     start = time.perf_counter()
     kind, value = parse_source(name, source)
     dest = Path(dest)
-    extra = {}
+    extra: dict[str, Any] = {}
     if kind == "path":
         path = resolve_path(name, value)
     dest.mkdir(parents=True, exist_ok=True)
@@ -47,7 +48,8 @@ def materialize(name: str, source: dict, dest: Path) -> dict:
         except SyntheticModelError as exc:
             raise ModelSourceError(str(exc), "build_failed") from None
     elif kind == "hf":
-        path = download_hf(name, *value, dest / "files")
+        repo_id, revision = value  # parse_source's pair
+        path = download_hf(name, repo_id, revision, dest / "files")
     files = file_list(path)
     manifest = {
         "model": name,
@@ -72,7 +74,7 @@ def model_path(name: str, source: dict, models_dir: Path) -> Path:
     return (Path(models_dir) / name / "files").resolve()
 
 
-def parse_source(name: str, source) -> tuple[str, object]:
+def parse_source(name: str, source: Any) -> tuple[str, Any]:
     """Return (kind, value) of a source entry, or raise ModelSourceError."""
     if not isinstance(source, dict) or len(source) != 1:
         keys = sorted(source) if isinstance(source, dict) else type(source).__name__

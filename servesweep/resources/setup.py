@@ -13,10 +13,12 @@ keeps its attempt, so nothing reruns after it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from servesweep.jsonfile import read_json, utc_now, write_json
+from servesweep.records import SetupFailure
 from servesweep.resources.identity import identity as resource_identity
 from servesweep.server.failures import log_tail
 
@@ -116,11 +118,13 @@ def run_setup(
     return manifest
 
 
-def setup_failure(stack_manifest: dict | None, model_manifest: dict | None) -> dict | None:
+def setup_failure(
+    stack_manifest: Mapping[str, Any] | None, model_manifest: Mapping[str, Any] | None
+) -> SetupFailure | None:
     """The failure a cell inherits from its stack's or model's setup (the stack's first),
     as a cell record's `failure` less `level` and `repeat`; None when both are set up."""
-    failed = [
-        (stage, manifest)
+    failed: list[tuple[str, Mapping[str, Any]]] = [
+        (stage, manifest or {})  # a failed manifest is never empty
         for stage, manifest in (("stack", stack_manifest), ("model", model_manifest))
         if (manifest or {}).get("status") == "failed"
     ]

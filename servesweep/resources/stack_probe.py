@@ -21,6 +21,7 @@ import platform  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
+from typing import Any, cast  # noqa: E402
 
 
 def version(dist):
@@ -61,7 +62,7 @@ def first_version(*dists):
 
 
 def torch_facts():
-    facts = {
+    facts: dict[str, Any] = {
         "torch_cuda": None,
         "nccl": None,
         "torch_cuda_available": None,
@@ -140,11 +141,12 @@ def gpu_links(topology):
         if columns is None:  # the header: GPU0 GPU1 ... NIC0 ... CPU Affinity ...
             columns = []
             for token in tokens:
-                if not GPU_NAME.match(token):
+                gpu_name = GPU_NAME.match(token)
+                if not gpu_name:
                     break
-                columns.append(GPU_NAME.match(token).group(1))
+                columns.append(gpu_name.group(1))
             continue
-        row = GPU_NAME.match(tokens[0]).group(1)
+        row = cast("re.Match[str]", GPU_NAME.match(tokens[0])).group(1)  # a GPU's row
         for col, cell in zip(columns, tokens[1:], strict=False):
             if LINK.match(cell) and cell != "X" and int(row) < int(col):
                 links[f"{row}-{col}"] = cell
@@ -154,7 +156,8 @@ def gpu_links(topology):
 def nvlink_status(text):
     """`nvidia-smi nvlink --status` per GPU: {"0": {"links", "active", "total_gb_s"}};
     None where it says nothing (no NVLink, or an older driver)."""
-    out, gpu = {}, None
+    out: dict[str, dict[str, Any]] = {}
+    gpu = None
     for line in plain(text or "").splitlines():
         head = re.match(r"\s*GPU (\d+):", line)
         if head:

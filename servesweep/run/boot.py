@@ -8,10 +8,11 @@ import os
 import shlex
 import time
 from pathlib import Path
+from typing import Any, cast
 
 from servesweep.bench.client import ClientSettings, probe_generation, run_level
 from servesweep.capacity.run import search_capacity
-from servesweep.capacity.search import search_of
+from servesweep.capacity.search import Search, search_of
 from servesweep.correctness.answers import run_correctness
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.level import Level
@@ -100,7 +101,7 @@ class CellRun:
     def prepare(self, port: int) -> None:
         """Point the command and the client at `port`."""
         command = launch_command(self.spec, self.python, self.model_path, port)
-        self.record.update(command=command, command_str=shlex.join(command), port=port)
+        self.record.update({"command": command, "command_str": shlex.join(command), "port": port})
         self.settings.base_url = f"http://{self.host}:{port}"
 
     def launch(self) -> ServerProcess | None:
@@ -151,7 +152,7 @@ class CellRun:
                     self.engine.health_path,
                     self.engine.models_path,
                     self.settings.model,
-                    max(0.0, left) if limited else boot_timeout,
+                    max(0.0, cast(float, left)) if limited else boot_timeout,
                     generate=self.generate("Hello", 4),
                     log=self.log,
                 )
@@ -245,7 +246,7 @@ class CellRun:
             return levels[-1]
 
         measured = [(lv, i, s) for (lv, i), s in zip(self.plan, levels, strict=True)]
-        search = search_of(self.spec)
+        search = cast(Search, search_of(self.spec))  # run only under benchmark.search
         capacity = search_capacity(
             search, self.spec["slo"], self.levels_dir, measured, measure, self.log
         )
@@ -270,7 +271,8 @@ class CellRun:
         prompts = level_prompts(self.spec, self.tokenizer, level, in_boot)
         name = level_name(level, in_boot)
         warmup = warmup_requests(bench, level)
-        concurrency, schedule, warmup_schedule = level.value, None, None
+        # A concurrency level's value is an int; a rate level's cap replaces it below.
+        concurrency, schedule, warmup_schedule = cast(int, level.value), None, None
         if level.is_rate:
             schedule = rate_schedule(self.spec, level, in_boot, len(prompts) - warmup)
             if bench.get("warmup", "auto") == "auto":
@@ -359,9 +361,10 @@ class CellRun:
     def check_answers(self, server: ServerProcess) -> None:
         """The correctness pass (servesweep.correctness.answers): the same boot, after the levels,
         before teardown. It never fails the cell; a pass not run says why."""
-        config = self.spec["correctness"]
-        if not config:
+        given = self.spec["correctness"]
+        if not given:
             return self.skip_answers("correctness: false")
+        config = cast(dict[str, Any], given)  # the pass's settings (True is not one)
         if self.record["status"] != "ok":
             return self.skip_answers("a level failed")
         probe_s = min(LIVENESS_PROBE_MAX_S, self.spec["benchmark"]["stall_timeout_s"])
@@ -380,8 +383,9 @@ class CellRun:
         self.record["correctness"] = {"status": "done", **summary}
 
     def skip_answers(self, why: str) -> None:
-        self.record["correctness"] = {"status": "skipped", "why": why}
-        write_json(self.out_dir / "correctness.json", {"version": 1, **self.record["correctness"]})
+        skipped = {"status": "skipped", "why": why}
+        self.record["correctness"] = skipped
+        write_json(self.out_dir / "correctness.json", {"version": 1, **skipped})
 
     def finish(self) -> CellRecord:
         if self.record["correctness"] is None:

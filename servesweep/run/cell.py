@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from servesweep.jsonfile import utc_now, write_json
-from servesweep.records import CellRecord, CellSpec, Failure, ModelManifest, StackManifest
+from servesweep.records import (
+    CellRecord,
+    CellSpec,
+    Failure,
+    ModelManifest,
+    SetupFailure,
+    StackManifest,
+)
 from servesweep.resources.setup import setup_failure
 from servesweep.run.boot import CellRun
 from servesweep.run.job import CellJob
@@ -83,18 +91,21 @@ def run_cell(
     return run.finish()
 
 
-def setup_failed(job: CellJob, failure: Failure, log=print) -> CellRecord:
+def setup_failed(
+    job: CellJob, failure: SetupFailure, log: Callable[[str], object] = print
+) -> CellRecord:
     """The record of a boot whose stack or model could not be set up: failed at stage
     `stack` or `model` with the setup's cause, message and log tail; nothing launched, every
     level not run."""
     record = new_cell_record(job, level_plan(job.spec))
     record["status"] = "failed"
-    record["failure"] = {**failure, "level": None, "repeat": job.repeat}
+    record["failure"] = Failure(**failure, level=None, repeat=job.repeat)
     record["gpu_slots"], record["workflow_env"], record["comm_env"] = None, {}, {}
-    record["correctness"] = {"status": "skipped", "why": f"the {failure['stage']} failed"}
+    skipped = {"status": "skipped", "why": f"the {failure['stage']} failed"}
+    record["correctness"] = skipped
     record["finished_at"] = utc_now()
     log(f"FAILED at {failure['stage']}: {failure['cause']}: {failure['message']}")
-    write_json(job.out_dir / "correctness.json", {"version": 1, **record["correctness"]})
+    write_json(job.out_dir / "correctness.json", {"version": 1, **skipped})
     write_json(job.out_dir / "cell.json", record)
     return record
 

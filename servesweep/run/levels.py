@@ -4,6 +4,7 @@ level, its arrival schedule."""
 from __future__ import annotations
 
 import zlib
+from typing import cast
 
 from servesweep.bench.arrivals import schedule
 from servesweep.level import Level, levels_of
@@ -27,7 +28,7 @@ def _salt(level: Level) -> int:
     prompts do not change); a rate level, whose value may be 0.5 or inf, hashes its name."""
     if level.is_rate:
         return zlib.crc32(f"rate {level.key}".encode()) % 1_000_000
-    return level.value * 101
+    return cast(int, level.value) * 101  # a concurrency
 
 
 def level_prompts(spec: CellSpec, tokenizer, level: Level, in_boot: int) -> list[Prompt]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import utc_now
 from servesweep.level import Level
@@ -17,7 +19,8 @@ def new_cell_record(job: CellJob, plan: list[tuple[Level, int]]) -> CellRecord:
     """A boot's record before anything ran: every level of `plan` not run yet; `env` is
     the spec's (servesweep.server.engines.launch_env)."""
     spec, repeat = job.spec, job.repeat
-    return {
+    # Less gpu_slots, workflow_env and comm_env: the boot sets them (or setup_failed does).
+    record = {
         "stack": spec["stack"]["name"],
         "model": spec["model"]["name"],
         "variant": spec["variant"],
@@ -58,3 +61,4 @@ def new_cell_record(job: CellJob, plan: list[tuple[Level, int]]) -> CellRecord:
             for lv, i in plan
         ],
     }
+    return cast(CellRecord, record)

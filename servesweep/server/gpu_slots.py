@@ -153,7 +153,8 @@ def _holder(path: Path) -> str:
 
 def _try_take(pool: list[str], count: int, lock_dir: Path, owner: str):
     """All `count` GPUs as [(entry, fd)], or None (holding nothing) and the busy ones."""
-    taken, busy = [], []
+    taken: list[tuple[str, int]] = []
+    busy: list[str] = []
     for entry in pool:
         if len(taken) == count:
             break

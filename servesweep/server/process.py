@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
+from servesweep.records import TeardownRecord
 from servesweep.server.procs import descendants, end_processes
 from servesweep.server.telemetry import wait_gpus_released
 
@@ -63,8 +64,8 @@ class Teardown(NamedTuple):
     port_free: bool
     gpus_released: bool | None  # None: no NVML on this host
 
-    def as_dict(self) -> dict:
-        return {**self._asdict(), "seconds": round(self.seconds, 3)}
+    def as_dict(self) -> TeardownRecord:
+        return cast(TeardownRecord, {**self._asdict(), "seconds": round(self.seconds, 3)})
 
 
 class ServerProcess:

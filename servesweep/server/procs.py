@@ -87,7 +87,7 @@ def end_processes(
     known: Callable[[], Iterable[int]],
     grace_s: float,
     kill_wait_s: float,
-    on_poll: Callable[[], None] | None = None,
+    on_poll: Callable[[], object] | None = None,
 ) -> tuple[list[int], bool]:
     """SIGTERM the group and every known process, wait up to `grace_s`, SIGKILL what is
     left, wait up to `kill_wait_s`. `known()` gives the PIDs remembered outside the group

@@ -15,6 +15,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any, Literal
 
 MIB = 1024 * 1024
 
@@ -63,11 +64,11 @@ class _Gpu:
         self.index = index
         self.handle = handle
         self.name = name
-        self.memory_start = None  # bytes used when the sampler started
-        self.memory_peak = None
+        self.memory_start: int | None = None  # bytes used when the sampler started
+        self.memory_peak: int | None = None
         self.powers: list[tuple[float, float]] = []  # (monotonic s, watts)
-        self.energy_start = None  # mJ since driver load, where the GPU counts it
-        self.energy_end = None
+        self.energy_start: int | None = None  # mJ since driver load, where the GPU counts it
+        self.energy_end: int | None = None
 
 
 class GpuSampler:
@@ -80,12 +81,12 @@ class GpuSampler:
         self.indices = None if indices is None else list(indices)
         self.interval_s = interval_s
         self.reason: str | None = None
-        self._nvml = None
+        self._nvml: Any = None  # the pynvml module once opened
         self._gpus: list[_Gpu] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._started = None
-        self._ended = None
+        self._started: float | None = None
+        self._ended: float | None = None
         # What went wrong while sampling ("type: message", once each): never a reason to
         # fail a level, but shown in the report.
         self.errors: list[str] = []
@@ -107,7 +108,7 @@ class GpuSampler:
             self._close_nvml()
         return self
 
-    def __exit__(self, *exc_info) -> bool:
+    def __exit__(self, *exc_info: object) -> Literal[False]:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

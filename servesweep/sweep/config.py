@@ -10,10 +10,11 @@ import copy
 import hashlib
 import itertools
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jsonschema
 import yaml
@@ -87,7 +88,7 @@ def section_defaults(section: str) -> dict:
     return {key: value["default"] for key, value in keys.items() if "default" in value}
 
 
-def _key_path(path) -> str:
+def _key_path(path: Iterable[Any]) -> str:
     """Render a jsonschema path as `variants.ep8.flags[0]`."""
     out = ""
     for part in path:
@@ -123,7 +124,9 @@ def validate_schema(config: dict) -> None:
     raise ConfigError(f"config: {_key_path(best.absolute_path)}: {message}")
 
 
-def _fill_defaults(validator, properties, instance, schema):
+def _fill_defaults(
+    validator: Any, properties: dict[str, Any], instance: Any, schema: Any
+) -> Iterator[Any]:
     # Set a missing property to its schema default (a copy: a mutable default shared by
     # every config would leak between them), then validate as usual, which descends into
     # what was just set and fills its own defaults.
@@ -151,7 +154,7 @@ def with_defaults(config: dict) -> dict:
     return filled
 
 
-def must_match_exactly(flags) -> bool:
+def must_match_exactly(flags: dict[str, Any] | list[list[Any]]) -> bool:
     """Whether a variant's flags (a mapping or [name, value] pairs) turn on speculative
     decoding, whose greedy output must equal the target model's exactly."""
     pairs = flags.items() if isinstance(flags, dict) else flags
@@ -179,6 +182,7 @@ def resolve_variants(variants: dict, default_engine: str) -> dict:
                 f"config: variants.{name}.extends: unknown variant {parent_name!r} "
                 f"(known: {', '.join(sorted(variants))})"
             )
+        base: dict[str, Any]
         if parent_name is None:
             base = {
                 "engine": default_engine,

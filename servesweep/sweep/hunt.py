@@ -148,6 +148,7 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
         raise CheckError(f"{_where('objective.metric')}: {metric} needs benchmark.search")
     if metric == CAPACITY and objective.get("levels"):
         raise CheckError(f"{_where('objective.levels')}: {metric} has no levels")
+    levels: tuple[float | int | str, ...]
     levels = tuple(parse_value(v) for v in objective.get("levels") or measured)
     levels = (CAPACITY,) if metric == CAPACITY else levels
     for lv in levels:

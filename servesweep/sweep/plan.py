@@ -16,8 +16,8 @@ import csv
 import hashlib
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, cast
 
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import read_json
@@ -29,6 +29,7 @@ from servesweep.records import (
     FailureRead,
     LevelRead,
     ModelRead,
+    Read,
     StackRead,
     TeardownRead,
 )
@@ -71,7 +72,7 @@ class PlannedCell(NamedTuple):
     estimate_from: str  # "this cell's records", "<engine> records", "default rates"
 
 
-def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
+def changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two specs (mappings compared key by key)."""
     out = []
     for key in sorted(set(old) | set(new), key=str):
@@ -90,7 +91,7 @@ def cell_state(
     attempt: int,
     retries: dict,
     inputs_missing: list[str],
-    setups_failed: list[str] = (),
+    setups_failed: Sequence[str] = (),
     resources_changed: tuple[list[str], bool] = ([], False),
 ) -> tuple[str, str, str]:
     """(state, action, why) of one cell, as Snakemake's rerun rule decides it. A stack or
@@ -131,7 +132,7 @@ def cell_state(
     return state, action, why
 
 
-def _kept(prev: CellRead, failed: bool, where: str, retries: dict) -> tuple[str, str, str]:
+def _kept(prev: Read[CellRecord], failed: bool, where: str, retries: dict) -> tuple[str, str, str]:
     """A measured boot Snakemake keeps: failed for good, stale by its client, or current."""
     if failed:
         if not retries["failed_cells"]:
@@ -155,10 +156,11 @@ class Rates:
         self.by_cell: dict[tuple, dict] = {}
         self.boot: dict[str, list[float]] = defaultdict(list)
         self.teardown: dict[str, list[float]] = defaultdict(list)
-        self.tput: dict[tuple[str, int], list[float]] = defaultdict(list)
+        # Keyed by (engine, level key); the correctness pass asks for level 1 as an int.
+        self.tput: dict[tuple[str, str | int], list[float]] = defaultdict(list)
         for cell in map(CellRead.of, cells):
             engine = cell.engine or "?"
-            own = {"boot": cell.boot_s, "teardown": None, "tput": {}}
+            own: dict[str, Any] = {"boot": cell.boot_s, "teardown": None, "tput": {}}
             if isinstance(cell.teardown, dict):
                 own["teardown"] = TeardownRead.of(cell.teardown).seconds
             for lev in map(LevelRead.of, cell.levels or []):
@@ -194,15 +196,15 @@ class Rates:
         total = pick(own["boot"], self.boot.get(engine), DEFAULT_BOOT_S)
         total += pick(own["teardown"], self.teardown.get(engine), DEFAULT_TEARDOWN_S)
         for level in levels_of(bench):
-            key = level.key
-            requests = warmup_requests(bench, level) + bench["num_prompts_per_level"][key]
-            mine = own["tput"].get(key)
+            lkey = level.key
+            requests = warmup_requests(bench, level) + bench["num_prompts_per_level"][lkey]
+            mine = own["tput"].get(lkey)
             # A rate level's in-flight count is the server's to decide: assume it keeps up.
             streams = requests if level.is_rate else min(level.value, requests)
             default = streams * DEFAULT_STREAM_TOK_S
             rate = pick(
                 statistics.median(mine) if mine else None,
-                self.tput.get((engine, key)),
+                self.tput.get((engine, lkey)),
                 min(default, DEFAULT_CELL_TOK_S),
             )
             seconds = requests * out_tokens / rate
@@ -222,7 +224,7 @@ class Rates:
     def _correctness_s(self, own: dict, spec: CellSpec) -> float:
         """The correctness pass: its prompts one at a time at the one-stream rate, then all
         together (about half that again, as batches are faster)."""
-        pass_config = spec["correctness"]
+        pass_config = cast(dict[str, Any], spec["correctness"])  # settings, or False (off)
         if not pass_config:
             return 0.0
         one = own["tput"].get(1) or self.tput.get((spec["engine"], 1))
@@ -271,7 +273,7 @@ def plan_sweep(sweep: Sweep, paths: Paths, jobs: list | None = None) -> list[Pla
         previous = read_json(cell_json)
         attempt = next_attempt(cell_json, sweep.retries)
         state, action, why = cell_state(
-            previous,
+            cast("CellRecord | None", previous),
             spec,
             attempt,
             sweep.retries,

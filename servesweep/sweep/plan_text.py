@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from tabulate import tabulate
@@ -75,8 +76,8 @@ def render(
     resolve: Resolve | None = None,
     resolve_pct: float = AnalysisSettings().resolve_pct,
     order: str = "every cell's first boot, then every cell's second, ...",
-    staged: list[StagedCost] = (),
-    advice: list[str] = (),
+    staged: Sequence[StagedCost] = (),
+    advice: Sequence[str] = (),
 ) -> str:
     """The plan as text: a header, the job table in the order the jobs run (`order` says
     which), then each cell's command and env (the same for all its boots)."""
@@ -154,13 +155,7 @@ def _cost(c: StagedCost, boots: float) -> str:
     return f"{boots:.1f} ({duration(boots * c.boot_s)}, {gpu_h:.2g} GPU-h)"
 
 
-def _cost(c: StagedCost, boots: float) -> str:
-    """Boots, their wall time one at a time, and their GPU-hours."""
-    gpu_h = boots * c.boot_s * c.gpus / 3600
-    return f"{boots:.1f} ({duration(boots * c.boot_s)}, {gpu_h:.2g} GPU-h)"
-
-
-def staged_text(staged: list[StagedCost]) -> list[str]:
+def staged_text(staged: Sequence[StagedCost]) -> list[str]:
     """`repeats: auto`: the jobs above are the first stage; what the later ones may add."""
     if not staged:
         return []
@@ -199,7 +194,7 @@ def plan_json(
     sweep_files: list[str],
     is_default: bool,
     resolve: Resolve | None = None,
-    staged: list[StagedCost] = (),
+    staged: Sequence[StagedCost] = (),
 ) -> dict:
     return {
         "resolve": resolve._asdict() if resolve else None,

@@ -13,6 +13,7 @@ import math
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from servesweep import stats
 from servesweep.level import parse_value
@@ -37,7 +38,8 @@ def verdict_rows(paths) -> list[dict]:
 def level_costs(records: Iterable[dict]) -> tuple[float, dict]:
     """(median seconds a boot takes to come up, {level: median (seconds a level, its
     requests)}) from earlier cell records; nan / absent where none say."""
-    boots, levels = [], {}
+    boots: list[float] = []
+    levels: dict[Any, list] = {}
     for cell in records:
         if _num(cell.get("boot_s")) > 0:
             boots.append(_num(cell["boot_s"]))

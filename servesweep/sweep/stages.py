@@ -35,16 +35,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, cast
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from servesweep import stats
     from servesweep.hunt import sequential as seq
 
 # scipy and the bounds (servesweep.hunt.sequential) are imported where a decision is made:
 # every boot job reads `repeats_rule` through servesweep.sweep.config, and scipy.stats alone
-# costs it ~0.65 s of start-up.
+# costs it ~0.65 s of start-up; servesweep.stats (scipy too) is there for its types only.
 
 Outcome = Literal["faster", "slower", "within margin", "out of reach", "cap", "open"]
 SPENDING: seq.Spending = "pocock"
@@ -74,7 +75,12 @@ def repeats_rule(repeats: int | str | Mapping) -> RepeatsRule:
     """`benchmark.repeats` (an integer, `auto`, or {min, max, stage}) as a rule."""
     if isinstance(repeats, int):
         return RepeatsRule(repeats, repeats, 1)
-    given = dict(DEFAULT_AUTO) if repeats == "auto" else {**DEFAULT_AUTO, **dict(repeats)}
+    # Another string fails in dict() (the schema has refused it before).
+    given = (
+        dict(DEFAULT_AUTO)
+        if repeats == "auto"
+        else {**DEFAULT_AUTO, **dict(cast(Mapping, repeats))}
+    )
     return RepeatsRule(
         int(given["min"]), int(given["max"]), int(given["stage"]), float(given["reach"])
     )
@@ -171,8 +177,8 @@ def reach(design: seq.Design, k: int, s: seq.LevelStats) -> float:
 
 def stage_decisions(
     rule: RepeatsRule,
-    baseline: Sequence[Sequence[float]],
-    variants: Mapping[str, Sequence[Sequence[float]]],
+    baseline: stats.Rows,
+    variants: Mapping[str, stats.Rows],
     levels: Sequence[object],
     higher_is_better: bool = True,
     alpha: float = 0.05,
@@ -214,7 +220,7 @@ def stage_decisions(
     return Stages(arms, last, needed, not still)
 
 
-def _clean(values: Sequence[Sequence[float]], levels: int) -> np.ndarray:
+def _clean(values: stats.Rows, levels: int) -> np.ndarray:
     """levels × boots, cut at the first boot with a missing or non-positive value."""
     rows = [list(r) for r in values] or [[] for _ in range(levels)]
     n = min((len(r) for r in rows), default=0)

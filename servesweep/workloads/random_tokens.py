@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
@@ -73,4 +74,4 @@ def ranged_prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]
         made = random_prompts(tokenizer, len(where), length, 1, seed * 7919 + length)
         for i, p in zip(where, made, strict=True):
             prompts[i] = Prompt(p.text, length, outs[i])
-    return prompts
+    return cast(list[Prompt], prompts)  # every index is some length's

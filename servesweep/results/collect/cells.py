@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import pandas as pd
 
@@ -76,7 +76,7 @@ def load_cell(path: Path) -> CellRecord:
     return cell
 
 
-def _cell_problem(cell) -> str | None:
+def _cell_problem(cell: Any) -> str | None:
     if not isinstance(cell, dict):
         return f"top level is {type(cell).__name__}, expected an object"
     for key in ("stack", "model", "variant"):
@@ -106,7 +106,7 @@ def _cell_problem(cell) -> str | None:
     return None
 
 
-def _flat(value):
+def _flat(value: Any) -> Any:
     # Lists and dicts go into one CSV cell as JSON so they survive a round trip.
     if isinstance(value, dict | list):
         return json.dumps(value, sort_keys=True)
@@ -151,7 +151,9 @@ class Analysis(NamedTuple):
         return [(lv.json, i) for lv in self.levels for i in range(self.repeats_in_boot)]
 
 
-def _checked(cell: CellRecord, lev: LevelSummary, levels_dir: Path, analysis: Analysis) -> dict:
+def _checked(
+    cell: CellRecord, lev: LevelSummary, levels_dir: Path, analysis: Analysis
+) -> dict[str, Any]:
     """A level summary recomputed where its definition is older, with its gates."""
     if needs_recompute(lev) and "level" in lev:
         name = level_name(lev["level"], LevelRead.of(lev).in_boot)
@@ -159,14 +161,15 @@ def _checked(cell: CellRecord, lev: LevelSummary, levels_dir: Path, analysis: An
         if fresh is not None:
             lev = fresh
     read = LevelRead.of(lev)
+    row = cast(dict[str, Any], lev)  # the summary, with collect's columns as they are added
     if read.status == "ok":
-        lev = {**lev, "prefix_cache_hit_rate": prefix_cache_hit_rate(lev)}
-    if analysis.slo and read.status == "ok" and "level" in lev:
+        row = {**row, "prefix_cache_hit_rate": prefix_cache_hit_rate(lev)}
+    if analysis.slo and read.status == "ok" and "level" in row:
         path = levels_dir / f"{level_name(read.level, read.in_boot)}.requests.jsonl"
-        lev = {**lev, **level_goodput(path, analysis.slo, read.duration_s)}
+        row = {**row, **level_goodput(path, analysis.slo, read.duration_s)}
     client_version = CellRead.of(cell).client_version
-    reasons = invalid_reasons(lev, client_version, AnalysisSettings.of(analysis.gates))
-    return {**lev, **LevelGates(valid=not reasons, invalid_reasons="; ".join(reasons) or None)}
+    reasons = invalid_reasons(row, client_version, AnalysisSettings.of(analysis.gates))
+    return {**row, **LevelGates(valid=not reasons, invalid_reasons="; ".join(reasons) or None)}
 
 
 def load_cells(cell_paths: list[Path]) -> list[tuple[CellRecord, Path]]:
@@ -227,10 +230,10 @@ def collect_cells(
         stack_cols = {f"stack_{k}": _flat(v) for k, v in manifest.items()}
         stack_extra += [k for k in manifest if k not in STACK_FIELDS and k not in stack_extra]
         for lev in _level_rows(cell, analysis.plan):
-            lev = _checked(cell, lev, Path(path).parent / "levels", analysis)
-            lev.pop("repeat", None)  # the boot's own, in base
-            level_extra += [k for k in lev if k not in LEVEL_FIELDS and k not in level_extra]
-            rows.append(base | {k: _flat(v) for k, v in lev.items()} | stack_cols)
+            row = _checked(cell, lev, Path(path).parent / "levels", analysis)
+            row.pop("repeat", None)  # the boot's own, in base
+            level_extra += [k for k in row if k not in LEVEL_FIELDS and k not in level_extra]
+            rows.append(base | {k: _flat(v) for k, v in row.items()} | stack_cols)
 
     columns = (
         CELL_COLUMNS

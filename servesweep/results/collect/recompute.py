@@ -6,7 +6,9 @@ level (server snapshots, GPU telemetry) are kept; the rest is derived again."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, cast
 
 from servesweep import METRICS_VERSION
 from servesweep.bench import metrics
@@ -71,9 +73,10 @@ def recompute(
         started_at=read.started_at,
         clock_origin_ns=read.clock_origin_ns,
     )
-    out = {**fresh, **{k: summary[k] for k in MEASURED_FIELDS + FATE_FIELDS if k in summary}}
+    given: Mapping[str, Any] = summary
+    out = {**fresh, **{k: given[k] for k in MEASURED_FIELDS + FATE_FIELDS if k in given}}
     kept = LevelRead.of(out)
     energy, tokens = kept.energy_j, kept.total_output_tokens
     out["joules_per_output_token"] = energy / tokens if energy is not None and tokens else None
     out["recomputed_from"] = str(read.metrics_version)
-    return out
+    return cast(LevelSummary, out)

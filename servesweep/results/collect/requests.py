@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from servesweep.level import parse_value
+from servesweep.level import Level, parse_value
 from servesweep.results.collect.recompute import read_requests
 from servesweep.sweep.layout import level_name
 
@@ -33,7 +33,9 @@ class RequestStore:
             self._cache[path] = read_requests(path) or []
         return self._cache[path]
 
-    def __call__(self, cell: tuple, repeat: int, level: int, field: str) -> list[float]:
+    def __call__(
+        self, cell: tuple, repeat: int, level: Level | float | int | str, field: str
+    ) -> list[float]:
         """`field` of every completed, measured request of the boot's valid measurements of
         the level."""
         directory = self.cell_dirs.get((*cell, repeat))

@@ -7,9 +7,11 @@ and shown in the report; a level with any reason is never mixed silently into a 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from servesweep import CLIENT_VERSION, METRICS_VERSION
-from servesweep.records import LevelRead, LevelSummary
+from servesweep.records import LevelRead
 from servesweep.sweep.analysis import AnalysisSettings
 
 GATES = {
@@ -25,7 +27,7 @@ GATES = {
 }
 
 
-def _number(value) -> float | None:
+def _number(value: Any) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -33,7 +35,9 @@ def _number(value) -> float | None:
     return None if math.isnan(number) else number
 
 
-def invalid_reasons(level: LevelSummary, client_version, analysis: AnalysisSettings) -> list[str]:
+def invalid_reasons(
+    level: Mapping[str, Any], client_version: str | None, analysis: AnalysisSettings
+) -> list[str]:
     """The gates a level summary fails, as `gate: detail` strings (empty: valid)."""
     reasons: list[str] = []
     lv = LevelRead.of(level)
@@ -65,11 +69,11 @@ def invalid_reasons(level: LevelSummary, client_version, analysis: AnalysisSetti
         reasons.append(f"usage_mismatch: {int(mismatch)} requests")
     window, duration = _number(lv.steady_window_s), _number(lv.duration_s)
     needed = analysis.min_steady_fraction
-    share = window / duration if window is not None and duration else None
+    steady = window / duration if window is not None and duration else None
     # An open-loop (rate) level's drain is the server's backlog of arrivals it did not keep
     # up with: what the level measures, not ramp-down; its goodput says how it fared.
     rate = str(lv.load) == "rate"
-    if needed > 0 and not rate and (share is None or share < needed):  # 0: none required
-        shown = "none" if share is None else f"{window:.2f} s of {duration:.2f} s"
+    if needed > 0 and not rate and (steady is None or steady < needed):  # 0: none required
+        shown = "none" if steady is None else f"{window:.2f} s of {duration:.2f} s"
         reasons.append(f"short_steady_window: {shown} < {needed:.0%} of the level")
     return reasons

@@ -7,8 +7,8 @@ configuration, and the first boots (`servesweep.stats` has the maths). The verdi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from typing import Literal, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,8 @@ from servesweep.sweep.analysis import AnalysisSettings, FirstBootRule
 
 ALPHA = stats.ALPHA
 Family = Literal["primary", "secondary"]
-PRIMARY, SECONDARY = "primary", "secondary"
+PRIMARY: Family = "primary"
+SECONDARY: Family = "secondary"
 
 
 class Metric(NamedTuple):
@@ -46,7 +47,7 @@ HEADLINE_METRIC = AnalysisSettings().objective  # the objective when the sweep n
 _ANALYSIS = AnalysisSettings()  # the schema's defaults
 
 # Per boot (repeat) and level: the request values of its valid measurements.
-RequestValues = Callable[[tuple, int, object, str], list[float]]
+RequestValues = Callable[[tuple, int, Any, str], list[float]]  # (cell, repeat, level, field)
 Key = tuple  # (stack, model, variant, level)
 
 
@@ -66,7 +67,10 @@ class Judging(NamedTuple):
 
     @classmethod
     def of(
-        cls, analysis: AnalysisSettings | Mapping, objective: str | None = None, levels=None
+        cls,
+        analysis: AnalysisSettings | Mapping,
+        objective: str | None = None,
+        levels: Sequence[Any] | None = None,
     ) -> Judging:
         """From a sweep's `analysis` (its settings, or the section as a mapping); `objective`
         and `levels` (a hunt's) win over `analysis.objective` / `analysis.levels`."""
@@ -81,7 +85,7 @@ class Judging(NamedTuple):
     def margin(self, metric: Metric) -> float:
         return getattr(self, metric.margin_key)
 
-    def family(self, metric: str, level) -> Family:
+    def family(self, metric: str, level: Any) -> Family:
         counted = self.counted_levels is None or parse_value(level) in self.counted_levels
         return PRIMARY if metric == self.objective and counted else SECONDARY
 
@@ -156,7 +160,7 @@ def boot_values(rows: pd.DataFrame, column: str) -> Boots:
         _within_boot_cv(groups),
         "; ".join(excluded),
         tuple(tuple(float(v) for v in g) for g in groups),
-        tuple(sampling) if all(x is not None for x in sampling) else (),
+        tuple(x for x in sampling if x is not None) if all(x is not None for x in sampling) else (),
     )
 
 
@@ -174,7 +178,7 @@ def _sampling(valid: pd.DataFrame) -> tuple[float, int, int] | None:
     return float(rse), int(batches), int(requests)
 
 
-def level_components(boots: Mapping[Key, Boots], level) -> stats.VarianceComponents:
+def level_components(boots: Mapping[Key, Boots], level: Any) -> stats.VarianceComponents:
     """A level's variance components on a board, pooled over its configurations
     (stats.variance_components): from each boot's in-boot measurements where any boot has
     two, else from each boot's own sampling error where every boot has one (a throughput
@@ -195,7 +199,9 @@ def level_components(boots: Mapping[Key, Boots], level) -> stats.VarianceCompone
     return stats.variance_components([[[y] for y in b.logs] for b in here], "in_boot")
 
 
-def with_percentiles(boots: Boots, metric: Metric, cell: tuple, level, requests) -> Boots:
+def with_percentiles(
+    boots: Boots, metric: Metric, cell: tuple, level: Any, requests: RequestValues | None
+) -> Boots:
     """Each boot's percentile of its own requests (its summary value where no requests are
     stored)."""
     if metric.from_requests is None or requests is None:
@@ -326,7 +332,9 @@ class CellStats(NamedTuple):
     first_dropped: bool
 
 
-def cell_stats(board: Board, first: Mapping[object, FirstBootLevel] | None = None):
+def cell_stats(
+    board: Board, first: Mapping[object, FirstBootLevel] | None = None
+) -> dict[Key, CellStats]:
     """CellStats of every cell at every level on a board."""
     out = {}
     for key, b in board.boots.items():

@@ -43,12 +43,14 @@ def _boot_text(repeat: int, cap: CapacityRecord) -> str:
     return f"r{repeat}: {value} [{low}, {high}){note}"
 
 
-def bracket_range(mine: list[tuple[int, CapacityRecord]], ref: list[tuple[int, CapacityRecord]]):
+def bracket_range(
+    mine: list[tuple[int, CapacityRecord]], ref: list[tuple[int, CapacityRecord]]
+) -> tuple[float, float]:
     """Δ % between two capacities that the boots' brackets allow: (lowest of mine / highest
     of the baseline's, highest of mine / lowest of the baseline's) - 1; a bracket open at the
     top (every level met the SLO) allows any increase."""
 
-    def bounds(boots):
+    def bounds(boots: list[tuple[int, CapacityRecord]]) -> tuple[float, float]:
         lows = [float(parse_value(c["low"])) for _, c in boots if c.get("low") is not None]
         highs = [c.get("high") for _, c in boots]
         top = math.inf if None in highs else max(float(parse_value(h)) for h in highs)
@@ -84,7 +86,7 @@ def capacity_rows(cells: list[CellRecord], variants: list[str], baseline: str) -
         mean = sum(mine) / len(mine) if mine else None
         delta = low = high = None
         verdict = ""
-        if key[2] != baseline and mine and ref:
+        if key[2] != baseline and mine and ref and mean is not None:
             ref_mean = sum(ref) / len(ref)
             delta = (mean / ref_mean - 1) * 100
             w = stats.welch(mine, ref) if len(mine) > 1 and len(ref) > 1 else None
@@ -132,10 +134,28 @@ def capacity_comparisons(rows: list[CapacityRow], baseline: str, noise_cv: float
         nan = math.nan
         out.append(
             Comparison(
-                *(r.stack, r.model, r.variant, "", CAPACITY_METRIC, "variant", r.stack, baseline),
-                *(r.n, base.n, r.mean, base.mean, cv, cv_ref, nan),
-                *(r.delta_pct, nan if r.ci_low is None else r.ci_low),
-                *(nan if r.ci_high is None else r.ci_high, r.verdict, noisy, None, ""),
+                r.stack,
+                r.model,
+                r.variant,
+                "",
+                CAPACITY_METRIC,
+                "variant",
+                r.stack,
+                baseline,
+                r.n,
+                base.n,
+                r.mean,
+                base.mean,
+                cv,
+                cv_ref,
+                nan,
+                r.delta_pct,
+                nan if r.ci_low is None else r.ci_low,
+                nan if r.ci_high is None else r.ci_high,
+                r.verdict,
+                noisy,
+                None,
+                "",
             )
         )
     return out

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import cast
 
 from servesweep.jsonfile import read_json
 from servesweep.level import Level, parse_value
+from servesweep.records import CellRecord
 from servesweep.results.collect.cells import checked_levels
 from servesweep.results.judge.board import Judging
 from servesweep.results.judge.step import analysis_of, judging_of
@@ -52,7 +54,8 @@ def boot_values(sweep: Sweep, cell_json: Path, levels: list[Level], metric: str)
     if cell is None:
         return [None] * len(levels)
     by_level: dict = {}
-    for lev in checked_levels(cell, Path(cell_json).parent, analysis_of(sweep)):
+    record = cast(CellRecord, cell)
+    for lev in checked_levels(record, Path(cell_json).parent, analysis_of(sweep)):
         if lev.get("valid") and lev.get(metric) is not None:
             by_level.setdefault(parse_value(lev["level"]), []).append(float(lev[metric]))
     out = []
@@ -62,7 +65,14 @@ def boot_values(sweep: Sweep, cell_json: Path, levels: list[Level], metric: str)
     return out
 
 
-def _sample(sweep: Sweep, paths: Paths, boots: dict, cell: tuple, levels, column: str) -> list:
+def _sample(
+    sweep: Sweep,
+    paths: Paths,
+    boots: dict,
+    cell: tuple[str, str, str],
+    levels: list[Level],
+    column: str,
+) -> list:
     """A cell's objective, levels × its boots measured so far."""
     n = boots.get(_key(*cell), 0)
     rows = [boot_values(sweep, paths.cell_json(*cell, r), levels, column) for r in range(n)]
@@ -90,7 +100,7 @@ def stage_record(sweep: Sweep, paths: Paths, step: int, previous: dict) -> dict:
     for stack in sweep.stacks:
         for model in sweep.models:
 
-            def values(variant, stack=stack, model=model):
+            def values(variant: str, stack: str = stack, model: str = model) -> list:
                 return _sample(sweep, paths, boots, (stack, model, variant), levels, metric.column)
 
             others = [v for v in sweep.variants if v != baseline]
@@ -122,7 +132,8 @@ def _cells(paths: Paths, counts: dict) -> list[str]:
     for r in range(max(counts.values(), default=0)):  # boot r of every cell, then r + 1
         for key, n in counts.items():
             if r < n:
-                out.append(str(paths.cell_json(*key.split(SEP), r)))
+                stack, model, variant = cast(tuple[str, str, str], key.split(SEP))
+                out.append(str(paths.cell_json(stack, model, variant, r)))
     return out
 
 

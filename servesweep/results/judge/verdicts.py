@@ -32,8 +32,8 @@ to a sweep's summary:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple, cast
 
 import pandas as pd
 
@@ -43,6 +43,7 @@ from servesweep.results.judge.board import (
     METRICS,
     PRIMARY,
     Board,
+    FirstBootLevel,
     Judging,
     Key,
     Metric,
@@ -77,12 +78,12 @@ class Comparison(NamedTuple):
     compared_variant: str
     n: int
     n_ref: int
-    mean: float  # geometric mean of the boots' values
-    mean_ref: float
+    mean: float | None  # geometric mean of the boots' values (capacity: None without one)
+    mean_ref: float | None
     cv: float  # each side's own: std of its boots' logs
     cv_ref: float
     within_boot_cv: float
-    delta_pct: float  # ratio of geometric means - 1, in %
+    delta_pct: float | None  # ratio of geometric means - 1, in % (capacity: None likewise)
     delta_lo: float  # its 95 % interval (a ratio interval: never below -100 %)
     delta_hi: float
     verdict: str
@@ -130,7 +131,7 @@ def verdict_of(
     return FASTER if (low > 0) == higher_is_better else SLOWER
 
 
-def _pairs(keys, baseline: str, reference: str | None) -> list[tuple]:
+def _pairs(keys: Iterable[Key], baseline: str, reference: str | None) -> list[tuple]:
     """(kind, key, reference key) for every comparison the sweep allows."""
     pairs = []
     for stack, model, variant, level in keys:
@@ -190,7 +191,7 @@ def compare(
     if not objective:
         objective = summary_boots(summary, HEADLINE_METRIC)
     first = first_boots(objective, judging.first_boot)
-    out = []
+    out: list[Judged] = []
     for name, metric in metrics.items():
         boots = summary_boots(summary, metric.column)
         if not boots:
@@ -212,7 +213,20 @@ def compare(
     return judge(out, metrics, judging)
 
 
-def _comparison(board, judging, name, metric, kind, key, ref_key, first) -> Comparison:
+# A comparison, with what would tell how many boots settle it (None: no such context).
+Judged = tuple["Comparison", tuple[Board, Key, stats.Contrast] | None]
+
+
+def _comparison(
+    board: Board,
+    judging: Judging,
+    name: str,
+    metric: Metric,
+    kind: str,
+    key: Key,
+    ref_key: Key,
+    first: Mapping[object, FirstBootLevel],
+) -> Judged:
     mine, ref = board.boots[key], board.boots[ref_key]
     c = stats.contrast(mine.logs, ref.logs, board.side(key), board.side(ref_key))
     iv = c.interval()
@@ -281,7 +295,7 @@ def family_of(c: Comparison) -> tuple:
 
 
 def judge(
-    comparisons: list, metrics: dict[str, Metric] = METRICS, judging: Judging | None = None
+    comparisons: list[Judged], metrics: dict[str, Metric] = METRICS, judging: Judging | None = None
 ) -> list[Comparison]:
     """Each comparison's verdict, with Holm's adjustment over its family, and the boots
     that would settle the unsettled ones. Takes (Comparison, (board, key, contrast)) pairs
@@ -306,7 +320,7 @@ def judge(
             c.n,
             c.n_ref,
             metric.higher_is_better,
-            c.delta_pct,
+            cast(float, c.delta_pct),  # compare's comparisons have one (capacity's are apart)
             c.margin_pct,
             significant=not p > ALPHA,  # nan (no spread to test): the interval decides
         )

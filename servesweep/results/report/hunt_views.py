@@ -226,8 +226,8 @@ def candidate_outcomes(hunt: dict) -> list[dict]:
             row |= {"outcome": word, "cls": cls, "why": f"round {r['index'] + 1}: {why}"}
         else:
             why = _never_tried(name, spec, hunt)
-            word = why.split(":")[0] if why.startswith(("over budget", "not tried")) else None
-            row |= {"outcome": word or "requires / conflicts", "cls": "warn", "why": why}
+            never = why.split(":")[0] if why.startswith(("over budget", "not tried")) else None
+            row |= {"outcome": never or "requires / conflicts", "cls": "warn", "why": why}
         out.append(row)
     return out
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -59,7 +61,7 @@ def group_tables(df: pd.DataFrame, variants: list[str]) -> list[dict]:
     (means over the level's ok measurements, all boots)."""
     extra = ["achieved_concurrency", "client_cpu_s", "num_prompts"]
     means = level_means(df, [m for _, m in LATENCY_COLS] + extra)
-    groups = []
+    groups: list[dict] = []
     if means.empty:
         return groups
     for stack, model in means[["stack", "model"]].drop_duplicates().itertuples(index=False):
@@ -100,7 +102,7 @@ def boot_costs(cells: list[CellRecord], variants: list[str]) -> list[dict]:
     """Per cell: launch -> ready over its boots (mean ± 95 % interval), what the engine's
     log said the boot cost (CUDA-graph capture) and left (KV-cache tokens), and each boot
     on its own (`per_boot`: time, compile time and whether the compile cache was reused)."""
-    by: dict[tuple, list[dict]] = {}
+    by: dict[tuple, list[CellRecord]] = {}
     for c in cells:
         by.setdefault((c["stack"], c["model"], c["variant"]), []).append(c)
     order = {v: i for i, v in enumerate(variants)}
@@ -256,11 +258,12 @@ def setup_failures(cells: list[CellRecord]) -> list[dict]:
             if manifest.status != "failed":
                 continue
             f = FailureRead.of(manifest.failure)
+            raw: Mapping[str, Any] = c
             entry = found.setdefault(
-                (stage, c[stage]),
+                (stage, raw[stage]),
                 {
                     "stage": stage,
-                    "name": c[stage],
+                    "name": raw[stage],
                     "cause": f.cause or "unknown",
                     "message": f.message or "",
                     "log_tail": f.log_tail,
@@ -323,13 +326,13 @@ def log_text(tail) -> str | None:
 def cell_views(cells: list[CellRecord], current: str) -> list[dict]:
     """Per cell: what every boot of it shares (command, env, spec, model) and each boot's
     status with links to its records (relative to results/report.html)."""
-    by: dict[tuple, list[dict]] = {}
+    by: dict[tuple, list[CellRecord]] = {}
     for c in cells:
         by.setdefault(_key(c), []).append(c)
     views = []
     for key, boots in by.items():
-        c = CellRead.of(boots[0])
-        mm = ModelRead.of(c.model_manifest, model=c.model)
+        first = CellRead.of(boots[0])
+        mm = ModelRead.of(first.model_manifest, model=first.model)
         files = [FileRead.of(f) for f in mm.files or []]
         boot_rows = []
         for b in sorted(map(CellRead.of, boots), key=lambda b: b.repeat):
@@ -357,11 +360,11 @@ def cell_views(cells: list[CellRecord], current: str) -> list[dict]:
         views.append(
             {
                 "where": " / ".join(key),
-                "engine": c.engine,
-                "command_str": c.command_str
-                or " ".join(map(str, c.command or []))
+                "engine": first.engine,
+                "command_str": first.command_str
+                or " ".join(map(str, first.command or []))
                 or "(not launched)",
-                "env": sorted((c.env or {}).items()),
+                "env": sorted((first.env or {}).items()),
                 "boots": boot_rows,
                 "model": {
                     "name": mm.model,

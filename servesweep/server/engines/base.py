@@ -61,7 +61,7 @@ class Engine:
 
     name = ""
     health_path = "/health"
-    models_path = "/v1/models"
+    models_path: str | None = "/v1/models"
     metrics_path: str | None = None  # Prometheus endpoint, where the engine has one
     # JSON endpoints describing the running server, tried in order (the first that
     # answers 200 with JSON wins: engines rename them between versions).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Literal
 
 from servesweep.server.engines.prometheus import metric_values, parse_prometheus
 from servesweep.server.http import http_request
@@ -39,7 +40,7 @@ class GaugeSampler:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc_info) -> bool:
+    def __exit__(self, *exc_info: object) -> Literal[False]:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.timeout_s + 5)
