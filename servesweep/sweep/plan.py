@@ -149,6 +149,9 @@ def _kept(prev: Read[CellRecord], failed: bool, where: str, retries: dict) -> tu
     return "current", KEEP, f"measured {prev.finished_at or ''}".strip()
 
 
+ONE_STREAM = level_key(1)  # the correctness pass's rate: its prompts go one at a time
+
+
 class Rates:
     """What earlier records say about speed: per cell, and per engine."""
 
@@ -156,8 +159,8 @@ class Rates:
         self.by_cell: dict[tuple, dict] = {}
         self.boot: dict[str, list[float]] = defaultdict(list)
         self.teardown: dict[str, list[float]] = defaultdict(list)
-        # Keyed by (engine, level key); the correctness pass asks for level 1 as an int.
-        self.tput: dict[tuple[str, str | int], list[float]] = defaultdict(list)
+        # Keyed by (engine, level key): "1" is one stream, what the correctness pass asks for.
+        self.tput: dict[tuple[str, str], list[float]] = defaultdict(list)
         for cell in map(CellRead.of, cells):
             engine = cell.engine or "?"
             own: dict[str, Any] = {"boot": cell.boot_s, "teardown": None, "tput": {}}
@@ -227,7 +230,7 @@ class Rates:
         pass_config = cast(dict[str, Any], spec["correctness"])  # settings, or False (off)
         if not pass_config:
             return 0.0
-        one = own["tput"].get(1) or self.tput.get((spec["engine"], 1))
+        one = own["tput"].get(ONE_STREAM) or self.tput.get((spec["engine"], ONE_STREAM))
         rate = statistics.median(one) if one else DEFAULT_STREAM_TOK_S
         return 1.5 * pass_config["prompts"] * pass_config["max_tokens"] / rate
 

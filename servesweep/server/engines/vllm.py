@@ -166,8 +166,11 @@ class VLLMEngine(Engine):
             # A fraction despite the name.
             "kv_cache_usage": metric_mean(metrics, "vllm:kv_cache_usage_perc"),
             # Cumulative since boot; a level's own rate comes from server_counters.
-            "prefix_cache_hit_rate": hits / queries if queries else None,
-            "spec_accept_length": 1 + accepted / drafts if drafts else None,
+            # A rate only where both counters are there (a server may expose one alone).
+            "prefix_cache_hit_rate": hits / queries if queries and hits is not None else None,
+            "spec_accept_length": 1 + accepted / drafts
+            if drafts and accepted is not None
+            else None,
             "version": version if isinstance(version, str) else None,
         }
         return {k: v for k, v in out.items() if v is not None}

@@ -95,3 +95,23 @@ def test_report_lists_each_boot_cold_and_cached():
         "r0 146.0 s (compile 15.9 s, cache miss, init 41.2 s); "
         "r1 97.0 s (compile 2.9 s, cache hit, init 15.5 s)"
     )
+
+
+def test_the_headline_leaves_out_a_rate_whose_counter_is_missing():
+    # A server that counts prefix-cache queries but not hits, or drafts but not accepted
+    # tokens: no rate (it raised TypeError before), the rest of the headline stands.
+    engine = VLLMEngine()
+    metrics = {
+        "vllm:prefix_cache_queries_total": 100.0,
+        "vllm:spec_decode_num_drafts_total": 10.0,
+        "vllm:num_requests_running": 3.0,
+    }
+    out = engine.headline(metrics, {"version": "0.26.0"})
+    assert out == {"running_requests": 3.0, "version": "0.26.0"}
+    both = {
+        **metrics,
+        "vllm:prefix_cache_hits_total": 25.0,
+        "vllm:spec_decode_num_accepted_tokens_total": 15.0,
+    }
+    out = engine.headline(both, {})
+    assert out["prefix_cache_hit_rate"] == 0.25 and out["spec_accept_length"] == 2.5

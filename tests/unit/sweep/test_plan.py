@@ -305,6 +305,19 @@ def test_the_correctness_pass_is_in_the_estimate(tmp_path):
     assert with_pass - without == pytest.approx(1.5 * 10 * 20 / DEFAULT_STREAM_TOK_S, abs=0.1)
 
 
+def test_the_correctness_pass_rides_on_the_measured_one_stream_rate(tmp_path):
+    # Earlier records measured one stream at 50 tok/s: the pass's estimate uses it, not
+    # the default rate (it looked level 1 up by the int 1 and never found it).
+    config = sweep_config()
+    config["correctness"] = {"prompts": 10, "max_tokens": 20}
+    paths = Paths(tmp_path)
+    write(paths, record(load(config), "baseline"))
+    with_pass = plan_sweep(load(config), paths)[0].estimate_s
+    write(paths, record(load(sweep_config()), "baseline"))
+    without = plan_sweep(load(sweep_config()), paths)[0].estimate_s
+    assert with_pass - without == pytest.approx(1.5 * 10 * 20 / 50.0, abs=0.1)
+
+
 def test_a_staged_sweep_plans_its_first_stage_and_states_expected_and_worst_boots(tmp_path):
     sweep = load(sweep_config(repeats={"min": 2, "max": 5, "stage": 1}))
     planned = plan_sweep(sweep, Paths(tmp_path))
