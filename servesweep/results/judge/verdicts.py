@@ -32,7 +32,7 @@ to a sweep's summary:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple, cast
 
 import pandas as pd
@@ -295,13 +295,16 @@ def family_of(c: Comparison) -> tuple:
 
 
 def judge(
-    comparisons: list[Judged], metrics: dict[str, Metric] = METRICS, judging: Judging | None = None
+    comparisons: Sequence[Judged | Comparison],
+    metrics: dict[str, Metric] = METRICS,
+    judging: Judging | None = None,
 ) -> list[Comparison]:
     """Each comparison's verdict, with Holm's adjustment over its family, and the boots
     that would settle the unsettled ones. Takes (Comparison, (board, key, contrast)) pairs
     from compare, or bare Comparisons (capacity rows, tests)."""
     judging = judging or Judging()
-    rows = [c if isinstance(c, tuple) else (c, None) for c in comparisons]
+    # A Comparison is a NamedTuple, itself a tuple: tell it from a pair by its type.
+    rows = [(c, None) if isinstance(c, Comparison) else c for c in comparisons]
     families: dict[tuple, list[int]] = {}
     for i, (c, _) in enumerate(rows):
         families.setdefault(family_of(c), []).append(i)

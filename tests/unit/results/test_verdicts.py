@@ -21,6 +21,9 @@ from servesweep.results.judge.verdicts import (
     to_frame,
     verdict_of,
 )
+from servesweep.results.judge.verdicts import (
+    judge as judge_comparisons,
+)
 from servesweep.results.report import verdict_views
 
 ANALYSIS = {
@@ -451,3 +454,14 @@ def test_an_unbounded_interval_still_gets_a_number_of_boots():
     assert c.interval().low == 0.0 and c.interval().high == math.inf
     n = _needed(None, ("s", "m", "v", 8), c, 2.0, 1)
     assert n is not None and n > 2
+
+
+def test_bare_comparisons_are_judged_as_the_pairs_are():
+    # judge() takes bare Comparisons too (a Comparison is a NamedTuple, so a tuple: it was
+    # unpacked as a pair and failed).
+    out = judge(rows("baseline", [100.0, 101.0, 99.0]), rows("fast", [130.0, 131.0, 129.0]))
+    again = judge_comparisons(out, THROUGHPUT)
+    assert [(c.variant, c.verdict, c.p_holm) for c in again] == [
+        (c.variant, c.verdict, c.p_holm) for c in out
+    ]
+    assert by_variant(again)[("s", "fast", "variant")].verdict == FASTER
