@@ -193,8 +193,9 @@ def test_h200_engines_example_makes_the_engine_a_variant_axis():
     assert sweep.benchmark["workload"] == sglang.benchmark["workload"]
     assert sweep.analysis["baseline"] == "baseline"
     for variant, other in (("baseline", sglang), ("vllm", vllm)):
-        spec, theirs = sweep.spec(stack, "moe-1b", variant), other.spec(
-            next(iter(other.stacks)), "moe-1b", "baseline"
+        spec, theirs = (
+            sweep.spec(stack, "moe-1b", variant),
+            other.spec(next(iter(other.stacks)), "moe-1b", "baseline"),
         )
         assert spec["command"] == theirs["command"] and spec["env"] == theirs["env"]
     # Interleaved: every cell's r0, then every r1, ...; 3 boots a side, a 4th only if open.
