@@ -12,6 +12,9 @@
 #   wheels_join W                  the parts in W joined and checked, the wheels in W/whl
 #   wheels_install W SITE          pip install --no-index --no-deps --target SITE
 #   stack_python PATH SITE VAR=V.. an interpreter (the image's python3, SITE in front)
+#   engines_python PATH SGLANG_PY VLLM_PY VLLM_SITE
+#                                  one interpreter for both engines: each engine's own, by
+#                                  the module it runs (config/examples/h200-engines.yaml)
 #   results_pack RUN OUT           RUN's results/ into OUT: records, request records apart,
 #                                  and sweep.tar.xz (sweep_pack)
 #   sweep_pack RUN OUT             OUT/sweep.tar.xz: what a later slot resumes from
@@ -289,6 +292,26 @@ stack_python() {
       esac
     done
     echo "exec $py \"\$@\""
+  } >"$path" && chmod +x "$path"
+}
+
+# engines_python PATH SGLANG_PY VLLM_PY VLLM_SITE: the interpreter of a stack that serves
+# both engines (one `existing` stack, the engine a variant's): `-m sglang...` runs SGLang's
+# interpreter, `-m vllm...` vLLM's, each with the caller's PYTHONPATH dropped, so its own
+# site alone is in front (as when the workflow ran with that site only); anything else (the
+# stack probe) runs SGLang's with VLLM_SITE behind its site, so the manifest names both.
+engines_python() {
+  local path=$1 sglang=$2 vllm=$3 vsite=$4
+  mkdir -p "$(dirname "$path")"
+  {
+    echo '#!/bin/sh'
+    echo '# Written by benchmarks/gpu/lib.sh engines_python: each engine its own interpreter.'
+    echo 'case "$1 $2" in'
+    echo "  '-m sglang'*) unset PYTHONPATH; exec $sglang \"\$@\" ;;"
+    echo "  '-m vllm'*) unset PYTHONPATH; exec $vllm \"\$@\" ;;"
+    echo 'esac'
+    echo "export PYTHONPATH=$vsite"
+    echo "exec $sglang \"\$@\""
   } >"$path" && chmod +x "$path"
 }
 

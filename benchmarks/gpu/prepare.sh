@@ -1,7 +1,10 @@
 #!/bin/bash
 # Here, with network: everything a GPU recipe carries to the lent H200, in one command.
 #
-#   bash benchmarks/gpu/prepare.sh ENGINE [MAIN]        ENGINE: sglang | vllm
+#   bash benchmarks/gpu/prepare.sh ENGINE [MAIN]        ENGINE: sglang | vllm | engines
+#
+# `engines`: both sets, one after the other (MAIN/.sglang-whl and MAIN/.vllm-whl), for
+# config/examples/h200-engines.yaml; docs/engines-h200.md lists the lease's calls.
 #
 # MAIN is the checkout the device tool sends (default: this one). It gets, all ignored by
 # git there (MAIN's .git/info/exclude), so none of it travels unless a call carries it:
@@ -13,9 +16,16 @@
 # CPython 3.12 on x86-64 manylinux, cached in WHEEL_CACHE (default ~/.cache/servesweep-wheels).
 # PIP: the pip to download with (default `python3 -m pip`). Prints the device calls.
 set -euo pipefail
+if [ "${1:-}" = engines ]; then
+  bash "$0" sglang "${2:-.}" && bash "$0" vllm "${2:-.}" || exit
+  echo
+  echo "Both engines in one lease: the calls above, the SGLang parts and then the vLLM ones, the"
+  echo "last with .devtree, starting 'start.sh engines 500 setup plan sweep pack' (docs/engines-h200.md)."
+  exit 0
+fi
 cd "$(dirname "$0")/../.."
 . benchmarks/gpu/lib.sh
-ENGINE=${1:?usage: prepare.sh sglang|vllm [MAIN]}
+ENGINE=${1:?usage: prepare.sh sglang|vllm|engines [MAIN]}
 MAIN=$(cd "${2:-.}" && pwd)
 case $ENGINE in
   sglang) TIERS="core extra" ;;

@@ -3,8 +3,10 @@
 # the device tool replaces its own checkout on every call), the wheel parts of
 # benchmarks/gpu/prepare.sh in /tmp/ENGINE-wheels:
 #
-#   bash benchmarks/gpu/run.sh ENGINE OUT STEP...            ENGINE: sglang | vllm
+#   bash benchmarks/gpu/run.sh ENGINE OUT STEP...        ENGINE: sglang | vllm | engines
 #
+# `engines`: both wheel sets (/tmp/sglang-wheels, /tmp/vllm-wheels), each engine in its own
+# site, and config/examples/h200-engines.yaml (both engines in one sweep; docs/engines-h200.md).
 # Steps, in the order given (each rerunnable: Snakemake reruns only what is missing):
 #   setup    join, check and install the wheels (benchmarks/gpu/setup.sh; always sourced)
 #   resume   unpack a sweep archive an earlier slot brought back (sweep.tar.xz from
@@ -13,15 +15,16 @@
 #   plan     results/plan.txt and plan.json: what the sweep will launch
 #   first    every cell's first boot (r0)
 #   sweep    the rest (config/examples/h200-ENGINE.yaml), results/report.html, the plan
-#   parity   benchmarks/gpu/ENGINE_parity.py run into parity/ (PARITY_ARGS: more arguments)
+#   parity   benchmarks/gpu/ENGINE_parity.py run into parity/ (PARITY_ARGS: more arguments;
+#            one engine's: not with `engines`)
 #   probe    vLLM only: the sweep's prompts chunk by chunk (vllm_stream_probe.py)
 #   pack     OUT/results.tar.xz, requests.tar.xz, parity.tar.xz, sweep.tar.xz (lib.sh
 #            results_pack) and OUT/gpu.txt: nvidia-smi after (no compute process expected)
 # Everything printed also goes to OUT/run.log. STEP_TIMEOUT=S stops a Snakemake step after
 # S seconds with SIGINT (running cells tear their servers down; what finished stays).
 set -u -o pipefail
-ENGINE=${1:?usage: run.sh sglang|vllm OUT STEP...}
-OUT=${2:?usage: run.sh sglang|vllm OUT STEP...}
+ENGINE=${1:?usage: run.sh sglang|vllm|engines OUT STEP...}
+OUT=${2:?usage: run.sh sglang|vllm|engines OUT STEP...}
 shift 2
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
@@ -54,11 +57,19 @@ for step in "$@"; do
     first) sm $(first_boots) ;;
     sweep) sm results/report.html results/plan.txt ;;
     parity)
+      [ "$ENGINE" != engines ] || {
+        echo "parity is one engine's (run.sh sglang|vllm ... parity)"
+        exit 2
+      }
       # shellcheck disable=SC2086
       "$P" "benchmarks/gpu/${ENGINE}_parity.py" run --out-dir parity \
         --out parity/"${ENGINE}_parity.json" ${PARITY_ARGS:-}
       ;;
     probe)
+      [ "$ENGINE" != engines ] || {
+        echo "probe is vLLM's (run.sh vllm ... probe)"
+        exit 2
+      }
       # shellcheck disable=SC2086
       "$P" benchmarks/gpu/vllm_parity.py run --out-dir parity --levels "" \
         --probe-levels "${PROBE_LEVELS:-1,10,256,1024}" --out parity/probe.json

@@ -4,7 +4,7 @@
 # checkout every call), benchmarks/gpu/run.sh started there in its own session (it outlives
 # this call, until the machine goes back), then the wait of wait.sh for WAIT_S seconds.
 #
-#   bash .devtree/benchmarks/gpu/start.sh ENGINE WAIT_S STEP...
+#   bash .devtree/benchmarks/gpu/start.sh ENGINE WAIT_S STEP...   ENGINE: sglang | vllm | engines
 #
 # The job's pid is in /tmp/ss.pid, its output in /tmp/sout (run.log, gpu.txt).
 set -u -o pipefail

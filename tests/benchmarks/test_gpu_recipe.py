@@ -32,11 +32,15 @@ def sh(script: str, cwd: Path, **env) -> subprocess.CompletedProcess:
     )
 
 
-def make_wheel(directory: Path, name: str, payload: bytes, when=(2020, 5, 6, 7, 8, 9)) -> Path:
-    """A pure-Python wheel as PyPI serves them (deflated, its own timestamps), RECORD right."""
+def make_wheel(
+    directory: Path, name: str, payload: bytes, when=(2020, 5, 6, 7, 8, 9), extra=None
+) -> Path:
+    """A pure-Python wheel as PyPI serves them (deflated, its own timestamps), RECORD right;
+    `extra`: more files of the package (path: text)."""
     files = {
         f"{name}/__init__.py": f"VALUE = {name!r}\nSIZE = {len(payload)}\n".encode(),
         f"{name}/data.bin": payload,
+        **{path: text.encode() for path, text in (extra or {}).items()},
         f"{name}-1.0.dist-info/METADATA": (
             f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()
         ),
@@ -133,6 +137,97 @@ def test_pack_carry_join_install_run(tmp_path, wheels):
         "/usr/local/cuda-13.0",
         "/usr/local/cuda-13.0/bin",
     ], out.stderr
+
+
+# An engine's server module: where it, Snakemake and the other engine come from.
+WHO = """import importlib.util, os, sys, snakemake
+other = {"sglang": "vllm", "vllm": "sglang"}[__spec__.name.split(".")[0]]
+print(__spec__.name, os.path.dirname(os.path.dirname(snakemake.__file__)),
+      importlib.util.find_spec(other) is not None, "/bogus" in sys.path,
+      os.environ.get("CUDA_HOME", "-"), os.environ.get("VLLM_USE_FLASHINFER_SAMPLER", "-"))
+"""
+
+
+def test_both_engines_set_up_in_one_lease(tmp_path):
+    """`start.sh engines`: both wheel sets (each with Snakemake's wheels) joined and
+    installed, each into its own site, and one interpreter that runs each engine's own by
+    the module it runs (config/examples/h200-engines.yaml's stack)."""
+    sets = {}
+    for engine, module in (
+        ("sglang", "sglang/launch_server.py"),
+        ("vllm", "vllm/entrypoints/openai/api_server.py"),
+    ):
+        src = tmp_path / f"{engine}-dl"
+        src.mkdir()
+        make_wheel(src, engine, os.urandom(6000), extra={module: WHO})
+        make_wheel(src, "snakemake", os.urandom(3000))  # in both sets, as prepare.sh packs them
+        sets[engine] = pack(tmp_path, src, f"{engine}-whl")
+    device = tmp_path / "device-tmp"
+    for engine, dest in sets.items():
+        carry(dest, device / f"{engine}-wheels")
+    setup = ROOT / "benchmarks" / "gpu" / "setup.sh"
+    source = f"ENGINE=engines GPU_TMP={device} . {setup} && echo PYTHONPATH=$PYTHONPATH"
+    r = sh(source, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("every sum matches") == 2 and r.stdout.count("installed into") == 2
+    assert f"PYTHONPATH={device}/site-sglang" in r.stdout  # the workflow's own site
+    assert "sglang 1.0" in r.stdout and "vllm 1.0" in r.stdout
+    for engine in ("sglang", "vllm"):
+        assert (device / f"site-{engine}" / "snakemake" / "__init__.py").is_file()
+
+    python = device / "stack-engines" / "bin" / "python3"
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_HOME"}
+    env.pop("VLLM_USE_FLASHINFER_SAMPLER", None)
+    env["PYTHONPATH"] = "/bogus"  # the workflow's own path, which no engine gets
+
+    def run(*args):
+        out = subprocess.run([str(python), *args], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    # Each engine on its own site alone (the caller's PYTHONPATH dropped), its own variables.
+    assert run("-m", "sglang.launch_server", "--port", "1") == [
+        "sglang.launch_server",
+        f"{device}/site-sglang",
+        "False",
+        "False",
+        "/usr/local/cuda-13.0",
+        "-",
+    ]
+    assert run("-m", "vllm.entrypoints.openai.api_server") == [
+        "vllm.entrypoints.openai.api_server",
+        f"{device}/site-vllm",
+        "False",
+        "False",
+        "-",
+        "0",
+    ]
+    # Anything else (the stack probe): SGLang's interpreter, vLLM's site behind its own.
+    probe = (
+        "import importlib.metadata as m, sglang, vllm; "
+        "print(m.version('sglang'), m.version('vllm'), sglang.__file__, vllm.__file__)"
+    )
+    assert run("-c", probe) == [
+        "1.0",
+        "1.0",
+        f"{device}/site-sglang/sglang/__init__.py",
+        f"{device}/site-vllm/vllm/__init__.py",
+    ]
+    # Sourced again (a later step), nothing is installed twice; one engine alone still works.
+    r = sh(source, tmp_path)
+    assert r.returncode == 0 and "installed into" not in r.stdout, r.stdout + r.stderr
+    r = sh(f"ENGINE=vllm GPU_TMP={device} . {setup} && echo PYTHONPATH=$PYTHONPATH", tmp_path)
+    assert r.returncode == 0 and f"PYTHONPATH={device}/site-vllm" in r.stdout, r.stderr
+    r = sh(f"ENGINE=tgi GPU_TMP={device} . {setup}", tmp_path)
+    assert r.returncode != 0 and "not sglang, vllm or engines" in r.stderr
+
+
+def test_the_engines_recipe_runs_the_engines_example():
+    run = (ROOT / "benchmarks" / "gpu" / "run.sh").read_text()
+    assert "CFG=${SERVESWEEP_GPU_CONFIG:-config/examples/h200-$ENGINE.yaml}" in run
+    assert (ROOT / "config" / "examples" / "h200-engines.yaml").is_file()
+    config = (ROOT / "config" / "examples" / "h200-engines.yaml").read_text()
+    assert "python: /tmp/stack-engines/bin/python3" in config
 
 
 def test_the_same_wheels_pack_to_the_same_bytes(tmp_path, wheels):

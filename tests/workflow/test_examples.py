@@ -31,6 +31,9 @@ H200_VLLM_HUNT = "h200-vllm-hunt.yaml"
 # The one-shot tuner beside it, generated from it (benchmarks/gpu/tuner.py; its tests:
 # tests/benchmarks/test_tuner.py).
 H200_VLLM_TUNER = "h200-vllm-tuner.yaml"
+# SGLang and vLLM in one sweep on one GPU (benchmarks/gpu/start.sh engines;
+# docs/engines-h200.md).
+H200_ENGINES_EXAMPLE = "h200-engines.yaml"
 
 
 def test_the_examples_are_shipped():
@@ -47,6 +50,7 @@ def test_the_examples_are_shipped():
         H200_VLLM_TUNER,
         "cpu-hunt.yaml",
         "h200-sglang-noise.yaml",
+        H200_ENGINES_EXAMPLE,
     }
 
 
@@ -173,6 +177,40 @@ def test_h200_sglang_noise_example_splits_boot_and_in_boot_scatter():
         64,
         512,
     ]
+
+
+def test_h200_engines_example_makes_the_engine_a_variant_axis():
+    # One stack, one model, one workload: SGLang's defaults (the baseline) and vLLM's, each
+    # launched exactly as its own example's baseline, every boot interleaved in one sweep.
+    sweep = load_file(ROOT / "config" / "examples" / H200_ENGINES_EXAMPLE)
+    sglang = load_file(ROOT / "config" / "examples" / H200_SGLANG_EXAMPLE)
+    vllm = load_file(ROOT / "config" / "examples" / "h200-vllm.yaml")
+    assert list(sweep.variants) == ["baseline", "vllm"]
+    assert [sweep.variant(v)["engine"] for v in sweep.variants] == ["sglang", "vllm"]
+    (stack,) = sweep.stacks
+    assert sweep.stacks[stack]["python"] == "/tmp/stack-engines/bin/python3"
+    assert sweep.models == sglang.models == vllm.models
+    assert sweep.benchmark["workload"] == sglang.benchmark["workload"]
+    assert sweep.analysis["baseline"] == "baseline"
+    for variant, other in (("baseline", sglang), ("vllm", vllm)):
+        spec, theirs = (
+            sweep.spec(stack, "moe-1b", variant),
+            other.spec(next(iter(other.stacks)), "moe-1b", "baseline"),
+        )
+        assert spec["command"] == theirs["command"] and spec["env"] == theirs["env"]
+    # Interleaved: every cell's r0, then every r1, ...; 3 boots a side, a 4th only if open.
+    assert [(v, r) for _, _, v, r in sweep.jobs] == [
+        ("baseline", 0),
+        ("vllm", 0),
+        ("baseline", 1),
+        ("vllm", 1),
+        ("baseline", 2),
+        ("vllm", 2),
+    ]
+    assert (sweep.repeats_rule.min, sweep.repeats_rule.max) == (3, 4)
+    # Level 256 in six waves (stage 1's two waves did not measure it).
+    assert sweep.benchmark["levels"] == [1, 10, 256]
+    assert [sweep.num_prompts(lv) for lv in sweep.levels] == [64, 64, 6 * 256]
 
 
 def requirement_pins(path: Path) -> dict[str, str]:
