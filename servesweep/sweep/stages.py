@@ -3,20 +3,24 @@
 Every cell gets `min` boots; then, at each look (n = min, min + stage, …, max boots a
 side), each variant whose primary verdict (the objective at the counted levels, against
 the baseline) is still open gets `stage` more boots, and the baseline gets them while any
-variant is open. A variant is decided at the first look where
+variant is open. A verdict is per counted level, so a variant is decided at the first look
+where every counted level is settled (before 2026-12-06 one called level ended the
+variant, and the judge's verdicts at its other levels could stay open: the README's sweep
+left level 10 at +137 % [−39, +812] on 2 boots). A level is settled by
 
-- **efficacy**: at some counted level the repeated-confidence interval of its change
-  excludes 0 and its estimate is beyond the practical margin (the judge's `faster` /
-  `slower`): the verdict's words are settled;
-- **futility**: at every counted level the interval lies within ±margin (the judge's
-  practical margin, `margin_throughput_pct` for a throughput objective): no boot count
-  would make it `faster` or `slower`;
-- **out of reach**: at every counted level the look at `max` would call it `faster` or
-  `slower` less than `reach` of the time (default 10 %; 0 turns the rule off) if the
-  change seen were the truth (`reach()`: conditional power under the trend). ±2 % cannot
-  be shown in 6 boots at a boot CV of 2 % or more, so before this rule every unchanged
-  variant ran to the cap;
+- **efficacy**: the repeated-confidence interval of its change excludes 0 and its
+  estimate is beyond the practical margin (the judge's `faster` / `slower`);
+- **futility**: the interval lies within ±margin (the judge's practical margin,
+  `margin_throughput_pct` for a throughput objective): no boot count would make it
+  `faster` or `slower`;
+- **out of reach**: the look at `max` would call it `faster` or `slower` less than `reach`
+  of the time (default 10 %; 0 turns the rule off) if the change seen were the truth
+  (`reach()`: conditional power under the trend). ±2 % cannot be shown in 6 boots at a
+  boot CV of 2 % or more, so before this rule every unchanged variant ran to the cap;
 - **cap**: the look at `max` boots, whatever it says.
+
+The variant's word is its first called level's (`faster` / `slower`), else `within
+margin` when every level is within, else `out of reach` (or `cap` at the last look).
 
 The bounds are the hunt's (`servesweep.hunt.sequential`: Lan–DeMets spending over the
 looks, carried to the t scale with each look's df; one home): efficacy spends α / 2 a side
@@ -124,31 +128,37 @@ def _design(rule: RepeatsRule, levels: int, alpha: float, margin_pct: float) -> 
 def _decide(
     design: seq.Design, k: int, per: Sequence[seq.LevelStats], levels, floor: float = REACH
 ) -> ArmStage | None:
+    """The variant's decision at look k, or None while any counted level is still open: a
+    level is settled when it is called (faster / slower), within the margin, or out of
+    reach; the look at `max` settles every level. The variant's word is its first called
+    level's, else `within margin` (every level within), else `out of reach` / `cap`."""
     from servesweep.hunt import sequential as seq
 
     margin = math.log1p(design.margin)
-    best = None
+    last = k == len(design.looks) - 1
+    called = None
+    within_all, open_level = True, False
     for lv, s in zip(levels, per, strict=True):
         gain = float(s.gain)
         if float(s.low) > 0 and gain > margin:
-            best = best or ArmStage("faster", k, design.looks[k], 100 * math.expm1(gain), lv)
-        elif float(s.harm) < 0 and gain < -margin:
-            best = best or ArmStage("slower", k, design.looks[k], 100 * math.expm1(gain), lv)
-    if best:
-        return best
-    within = True
-    for s in per:
+            called = called or ArmStage("faster", k, design.looks[k], 100 * math.expm1(gain), lv)
+            continue
+        if float(s.harm) < 0 and gain < -margin:
+            called = called or ArmStage("slower", k, design.looks[k], 100 * math.expm1(gain), lv)
+            continue
         t_fut = float(seq.t_upper(design.futility_p[k], float(s.df)))
-        hi, lo = float(s.gain) + t_fut * float(s.se), float(s.gain) - t_fut * float(s.se)
-        within &= math.isfinite(hi) and hi < margin and lo > -margin
+        hi, lo = gain + t_fut * float(s.se), gain - t_fut * float(s.se)
+        if math.isfinite(hi) and hi < margin and lo > -margin:
+            continue
+        within_all = False
+        open_level |= last or not reach(design, k, s) < floor
+    if open_level and not last:
+        return None
+    if called:
+        return called
     gain = float(per[0].gain)
-    if within:
-        return ArmStage("within margin", k, design.looks[k], 100 * math.expm1(gain), levels[0])
-    if k < len(design.looks) - 1 and all(reach(design, k, s) < floor for s in per):
-        return ArmStage("out of reach", k, design.looks[k], 100 * math.expm1(gain), levels[0])
-    if k == len(design.looks) - 1:
-        return ArmStage("cap", k, design.looks[k], 100 * math.expm1(gain), levels[0])
-    return None
+    word: Outcome = "within margin" if within_all else "cap" if last else "out of reach"
+    return ArmStage(word, k, design.looks[k], 100 * math.expm1(gain), levels[0])
 
 
 def reach(design: seq.Design, k: int, s: seq.LevelStats) -> float:

@@ -26,7 +26,10 @@ def test_repeats_rule_reads_every_form():
     assert repeats_rule({"min": 2, "max": 10, "stage": 3}).looks == (2, 5, 8, 10)
 
 
-def test_a_large_change_is_decided_at_the_first_look_and_the_rest_run_on():
+def test_a_large_change_is_mostly_decided_at_the_first_look_and_the_rest_run_on():
+    # Decided once all four counted levels are settled: at 2 boots a side the guard judges a
+    # level by its own scatter now and then (df 1), so about one sweep in six needs a third
+    # boot even for a doubling (0.82 at the first look, every one by the second: below).
     rng = np.random.default_rng(0)
     rule = repeats_rule({"min": 2, "max": 6, "stage": 1})
     first = 0
@@ -42,7 +45,7 @@ def test_a_large_change_is_decided_at_the_first_look_and_the_rest_run_on():
         still = [v for v, a in s.arms.items() if a.outcome == "open"]
         if still:  # the baseline runs on beside the open ones, at the next look
             assert s.needed == dict.fromkeys(["baseline", *still], 3) and not s.done
-    assert first >= 195
+    assert first >= 150
 
 
 def test_a_slower_variant_is_called_slower_and_latency_flips():
@@ -88,18 +91,38 @@ def test_nulls_are_rarely_called_and_end_within_the_margin_or_at_the_cap(cv):
 def test_more_boots_do_not_change_an_earlier_decision():
     rng = np.random.default_rng(4)
     rule = repeats_rule("auto")
-    base, fast, same = draw(rng, 0, 0.02, 6), draw(rng, 1.0, 0.02, 6), draw(rng, 0, 0.02, 6)
-    first = stage_decisions(rule, base[:, :2], {"f": fast[:, :2], "s": same[:, :2]}, LEVELS)
-    later = stage_decisions(rule, base, {"f": fast, "s": same}, LEVELS)
-    assert first.arms["f"] == later.arms["f"]
-    assert later.done and later.needed == {}
+    for _ in range(50):
+        base, fast, same = draw(rng, 0, 0.02, 6), draw(rng, 1.0, 0.02, 6), draw(rng, 0, 0.02, 6)
+        later = stage_decisions(rule, base, {"f": fast, "s": same}, LEVELS)
+        assert later.done and later.needed == {}
+        n = later.arms["f"].boots
+        assert n <= 3 and later.arms["f"].outcome == "faster"  # a doubling: by the second look
+        first = stage_decisions(rule, base[:, :n], {"f": fast[:, :n], "s": same[:, :n]}, LEVELS)
+        assert first.arms["f"] == later.arms["f"]
+
+
+def test_a_variant_stays_open_while_any_counted_level_is():
+    # Twice as fast at three levels, but its two boots at the fourth disagree (+55 % and
+    # +96 %): that level is neither called, nor within the margin, nor out of reach, so
+    # the variant gets another boot (one called level used to end it, leaving the judge's
+    # verdict at the other level open: the README's sweep, level 10 at +137 % [−39, +812]).
+    base = np.array([[100, 101], [200, 202], [300, 297], [400, 404]], float)
+    fast = np.array([[200, 203], [400, 396], [600, 606], [620, 790]], float)
+    same = np.array([[101, 100], [199, 201], [301, 299], [398, 402]], float)
+    s = stage_decisions(repeats_rule("auto"), base, {"fast": fast, "same": same}, LEVELS)
+    assert s.arms["fast"].outcome == "open" and s.needed == {"baseline": 3, "fast": 3}
+    assert s.arms["same"].outcome == "out of reach"
+    # Its third boot agrees with the others at the fourth level: decided, faster.
+    third = {"fast": np.c_[fast, [201, 398, 603, 720]], "same": same}
+    s = stage_decisions(repeats_rule("auto"), np.c_[base, [99, 199, 301, 399]], third, LEVELS)
+    assert s.arms["fast"].outcome == "faster" and s.arms["fast"].boots == 3 and s.done
 
 
 def test_simulated_cost_lies_between_the_first_stage_and_the_cap():
     rule = repeats_rule("auto")
     null = simulate_boots(rule, 2, 4, 0.05, draws=20)
     big = simulate_boots(rule, 2, 4, 0.02, gains=[1.0, 1.0], draws=20)
-    assert big.fixed_min == 6 and big.expected <= 6.5  # decided at the first look, mostly
+    assert big.fixed_min == 6 and big.expected <= 7.5  # decided at the first look, mostly
     assert big.fixed_min <= null.expected <= null.worst == 18
 
 
