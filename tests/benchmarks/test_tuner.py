@@ -13,7 +13,7 @@ import time
 
 import pytest
 import yaml
-from fixtures.faults import config as fault_config
+from fixtures.faults import fault_hunt
 from fixtures.paths import ROOT
 from fixtures.workflow import run_snakemake
 
@@ -328,18 +328,12 @@ CANDIDATES = {
 
 def rehearsal_hunt() -> dict:
     start = {"greedy": True, "gap-ms": 20, "boot-s": 0.2, "seed": 1}
-    return fault_config(
-        {"baseline": {"flags": start}},
-        levels=(4,),
-        min_prompts=8,
-        correctness={"prompts": 2, "max_tokens": 4},
-        hunt={
-            "start": "baseline",
-            "candidates": CANDIDATES,
-            "objective": {"levels": [4]},
-            "boots": {"min": 2, "max": 2},
-            "budget": {"boot_minutes": 0.1},
-        },
+    return fault_hunt(
+        start,
+        candidates=CANDIDATES,
+        objective={"levels": [4]},
+        boots={"min": 2, "max": 2},
+        budget={"boot_minutes": 0.1},
     )
 
 

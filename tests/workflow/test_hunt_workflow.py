@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.browser import browser_ready, keep_screenshot, render
-from fixtures.faults import config, kill_if_running, wait_for, write
+from fixtures.faults import fault_hunt, kill_if_running, wait_for, write
 from fixtures.workflow import run_snakemake, snakemake_cmd
 
 pytestmark = pytest.mark.workflow
@@ -49,22 +49,14 @@ def hunt_config(seed: int = 7, **hunt) -> dict:
     has booted before), and the planted path is lost (tried: nothing adopted in round 2)."""
     start = {"greedy": True, "gap-ms": 80, "scatter-cv": 0.03, "seed": seed}
     start["first-boot-slow"] = 2.0
-    cfg = config(
-        {"baseline": {"flags": start}},
-        levels=(4,),
-        min_prompts=8,
-        correctness={"prompts": 2, "max_tokens": 4},
-        hunt={
-            "start": "baseline",
-            "candidates": CANDIDATES,
-            "min_effect_pct": 5,
-            "boots": {"min": 3, "max": 3},
-            "budget": {"boot_minutes": 0.1},
-            "ablate": False,
-            **hunt,
-        },
-    )
-    return cfg
+    defaults = {
+        "candidates": CANDIDATES,
+        "min_effect_pct": 5,
+        "boots": {"min": 3, "max": 3},
+        "budget": {"boot_minutes": 0.1},
+        "ablate": False,
+    }
+    return fault_hunt(start, **{**defaults, **hunt})
 
 
 # Per round: the reference, each arm's verdict, the adopted candidate (the largest lower

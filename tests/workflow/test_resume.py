@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from fixtures.faults import config, kill_if_running, wait_for, write
+from fixtures.faults import config, fault_hunt, kill_if_running, wait_for, write
 from fixtures.workflow import jobs_run, processes_in, run_snakemake, snakemake_cmd
 
 from servesweep.server.procs import descendants
@@ -170,19 +170,13 @@ def test_a_sweep_whose_snakemake_is_sigkilled_leaves_nothing_and_resumes(tmp_pat
 def hunt_config():
     """A hunt of one clear winner, 2 boots a side: round 1 (4 boots), then its confirm."""
     start = {"greedy": True, "gap-ms": 40, "scatter-cv": 0.03, "seed": 7, "boot-s": 0.2}
-    return config(
-        {"baseline": {"flags": start}},
-        levels=(4,),
-        min_prompts=8,
-        correctness={"prompts": 2, "max_tokens": 4},
-        hunt={
-            "start": "baseline",
-            "candidates": {"fast": {"env": {"FAULT_BOOST_A": "3.0"}}},
-            "min_effect_pct": 5,
-            "boots": {"min": 2, "max": 2},
-            "budget": {"boot_minutes": 0.1},
-            "ablate": False,
-        },
+    return fault_hunt(
+        start,
+        candidates={"fast": {"env": {"FAULT_BOOST_A": "3.0"}}},
+        min_effect_pct=5,
+        boots={"min": 2, "max": 2},
+        budget={"boot_minutes": 0.1},
+        ablate=False,
     )
 
 

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from fixtures.faults import config, write
+from fixtures.faults import fault_hunt, write
 from fixtures.workflow import run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -29,20 +29,14 @@ CANDIDATES = {
 
 def screen_config(seed: int = 7) -> dict:
     start = {"greedy": True, "gap-ms": 80, "scatter-cv": 0.03, "seed": seed}
-    return config(
-        {"baseline": {"flags": start}},
-        levels=(4,),
-        min_prompts=8,
-        correctness={"prompts": 2, "max_tokens": 4},
-        hunt={
-            "start": "baseline",
-            "candidates": CANDIDATES,
-            "design": "screen",
-            "min_effect_pct": 5,
-            "boots": {"min": 2, "max": 3, "screen": 1},
-            "first_boot": "keep",
-            "budget": {"boots": 200, "boot_minutes": 0.1},
-        },
+    return fault_hunt(
+        start,
+        candidates=CANDIDATES,
+        design="screen",
+        min_effect_pct=5,
+        boots={"min": 2, "max": 3, "screen": 1},
+        first_boot="keep",
+        budget={"boots": 200, "boot_minutes": 0.1},
     )
 
 
