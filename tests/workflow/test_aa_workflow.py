@@ -1,7 +1,8 @@
 """A/A through the real workflow: three variants identical to the baseline (the scripted
 server, the same timings, seeded scatter: each request's TTFT lognormal, each boot its own
 regime), 3 boots, 4 levels, real Snakemake. No metric at any level may be called faster or
-slower (benchmarks/simulation/aa_verdicts.py measures the rate over many seeds)."""
+slower beyond what chance allows (benchmarks/simulation/aa_verdicts.py measures the rate
+over many seeds)."""
 
 import csv
 import time
@@ -47,17 +48,25 @@ def test_identical_variants_get_no_faster_or_slower_verdict(tmp_path):
     ]
     assert sum(r["first_boot"] == "dropped" for r in rows) <= len(rows) // 2
     called = [
-        (r["variant"], r["level"], r["metric"], r["delta_pct"], r["delta_lo"], r["delta_hi"])
+        (r["variant"], r["family"], r["level"], r["metric"], r["delta_pct"], r["delta_lo"])
         for r in rows
         if r["verdict"] in ("faster", "slower")
     ]
-    assert called == []
+    # Each copy has two families (primary, secondary), each Holm-adjusted at 5 %: by chance
+    # about 3.5 % of them make a call (benchmarks/results/aa_verdicts.json), so one sweep
+    # in five may make one (CI saw copy-1's median TPOT at 4 streams called 7.6 % slower).
+    # Three or more of the six families calling is a 1-in-400 chance (binomial, 5 % each)
+    # and what a real fault does (an order effect, a first boot judged with the rest):
+    # every copy against the one baseline.
+    families = {(v, family) for v, family, *_ in called}
+    assert len(families) <= 2, called
     alone = sum(float(r["p_value"]) <= 0.05 for r in rows)
     print(f"A/A workflow: {took:.0f} s; {alone} of {len(rows)} significant alone at 5 %")
     html = (tmp_path / "results" / "report.html").read_text()
     assert "Traceback" not in html
     for word in ("faster", "slower"):
-        assert f'<span class="v">{word}</span>' not in html and f"({word})" not in html
+        if not any(r["verdict"] == word for r in rows):
+            assert f'<span class="v">{word}</span>' not in html and f"({word})" not in html
     # The classic sweep's report (variants, boots, verdicts: what tests/workflow/test_shapes.py
     # leaves to this run) in a real browser.
     if browser_ready():

@@ -17,14 +17,19 @@ pytestmark = pytest.mark.workflow
 
 # 8 ms a token (2.7 ms at speedup 3): the server's timing, not the client's per-request
 # overhead and a loaded box's scheduling jitter, sets each boot's throughput (at 4 ms the
-# planted 3x showed as 2x and a 2-boot arm could scatter past the judge's own-scatter guard).
-TIMING = {"gap-ms": 8, "scatter-cv": 0.02}
+# planted 3x showed as 2x). The planted boot scatter (5 %, a draw fixed by the seed and the
+# boot's cell) is larger than a loaded box's jitter, so the draws, not the box, decide the
+# judge's own-scatter guard, and the seeds are chosen so they pass it: `fast`'s two boots
+# are 0.6 sd apart against the rest's 1.1 and 0.4 (F 0.57 on 1 and 2 df, p 0.53). With
+# seed 2 they were 2.1 sd apart (p 0.13 a level, 0.08 over both: under the guard's 0.10),
+# and the every-level stage rule kept `fast` open on CI's box.
+TIMING = {"gap-ms": 8, "scatter-cv": 0.05}
 
 
 def staged_config():
     variants = {
         "baseline": {"flags": {**TIMING, "seed": 1}},
-        "fast": {"flags": {**TIMING, "seed": 2, "speedup": 3}},
+        "fast": {"flags": {**TIMING, "seed": 13, "speedup": 3}},
         "same": {"flags": {**TIMING, "seed": 3}},
     }
     cfg = config(variants, levels=(1, 4))
@@ -65,7 +70,8 @@ def test_boots_are_added_only_where_the_verdict_is_open(tmp_path):
     assert not fault_servers_running(tmp_path)
     # fast: decided at the first look on 2 boots; same: open, boots to the cap (3), and
     # the baseline beside it.
-    assert boots_of(tmp_path, "fast") == [0, 1]
+    first = json.loads((tmp_path / "results" / "stages" / "s1.json").read_text())
+    assert boots_of(tmp_path, "fast") == [0, 1], first["decisions"]
     assert boots_of(tmp_path, "same") == [0, 1, 2]
     assert boots_of(tmp_path, "baseline") == [0, 1, 2]
     last = json.loads((tmp_path / "results" / "stages" / "s2.json").read_text())
