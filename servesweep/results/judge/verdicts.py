@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
 from typing import NamedTuple, cast
 
 import pandas as pd
@@ -55,10 +56,19 @@ from servesweep.results.judge.board import (
     with_percentiles,
 )
 
-FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
-SMALL = "no meaningful change"  # significant, but inside the practical margin
-INCONCLUSIVE = "inconclusive (too few boots)"  # no scatter to judge by
-VERDICTS = (FASTER, SLOWER, SMALL, SAME, INCONCLUSIVE)
+
+class Verdict(StrEnum):
+    """A comparison's verdict: the words verdicts.csv and the report hold."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    SMALL = "no meaningful change"  # significant, but inside the practical margin
+    SAME = "no significant change"
+    INCONCLUSIVE = "inconclusive (too few boots)"  # no scatter to judge by
+
+
+FASTER, SLOWER, SMALL, SAME, INCONCLUSIVE = Verdict
+VERDICTS = tuple(Verdict)
 ALPHA = stats.ALPHA  # per family of comparisons (Holm)
 
 
@@ -117,7 +127,7 @@ def verdict_of(
     delta: float = math.nan,
     margin_pct: float = 0.0,
     significant: bool = True,
-) -> str:
+) -> Verdict:
     """The verdict for an interval of Δ % (variant vs reference): `significant` is False
     where the family's adjustment (Holm) does not reject; a change of at most `margin_pct`
     (by its estimate `delta`, else the interval's bound nearer zero) is no meaningful one."""

@@ -86,7 +86,7 @@ def pareto_view(
 
 
 def capacity_view(cells: list[CellRecord], variants: list[str], baseline: str) -> list[dict]:
-    words = {FASTER: "higher", SLOWER: "lower"}
+    words: dict[str, str] = {FASTER: "higher", SLOWER: "lower"}
 
     return [
         {
