@@ -8,7 +8,6 @@ from pathlib import Path
 sys.path.insert(0, workflow.basedir)
 
 from servesweep.resources.setup import setup_params
-from servesweep.hunt_run import steps as hunt_run_steps
 from servesweep.results.judge import stages
 from servesweep.sweep.config import (
     ConfigError,
@@ -133,7 +132,7 @@ def job_priority(wildcards):
 def all_cells(wildcards=None):
     # A hunt's cells are the boots its steps measured (known once it is done).
     if SWEEP.hunt:
-        return hunt_run_steps.observed_cells(SWEEP, PATHS, hunt_steps(wildcards)[-1])
+        return hunt_run_steps().observed_cells(SWEEP, PATHS, hunt_steps(wildcards)[-1])
     if SWEEP.repeats_rule.staged:
         return stages.measured_cells(PATHS, stage_steps(wildcards)[-1])
     return [str(PATHS.cell_json(*job)) for job in SWEEP.jobs]
@@ -172,12 +171,20 @@ def stage_record(wildcards):
     return [stage_steps(wildcards)[-1]] if SWEEP.repeats_rule.staged else []
 
 
+@functools.cache
+def hunt_run_steps():
+    # Imported for a hunt only: it brings scipy and pandas (~1 s of every parse).
+    from servesweep.hunt_run import steps
+
+    return steps
+
+
 def hunt_record(wildcards):
-    return [hunt_run_steps.HUNT_JSON] if SWEEP.hunt else []
+    return [hunt_run_steps().HUNT_JSON] if SWEEP.hunt else []
 
 
 def hunt_params(wildcards):
-    return hunt_run_steps.hunt_params(SWEEP)
+    return hunt_run_steps().hunt_params(SWEEP)
 
 
 def hunt_step_inputs(wildcards):
@@ -188,22 +195,22 @@ def hunt_step_inputs(wildcards):
         return {}
     if step == 1:
         return {
-            "previous": hunt_run_steps.STEP_JSON.format(step=0),
-            "cells": hunt_run_steps.first_cells(SWEEP, PATHS),
+            "previous": hunt_run_steps().STEP_JSON.format(step=0),
+            "cells": hunt_run_steps().first_cells(SWEEP, PATHS),
         }
     previous = checkpoints.hunt_step.get(step=step - 1).output[0]
     return {
         "previous": previous,
-        "cells": hunt_run_steps.needed_cells(SWEEP, PATHS, previous),
+        "cells": hunt_run_steps().needed_cells(SWEEP, PATHS, previous),
     }
 
 
 def hunt_steps(wildcards):
     # Every step up to the first that is done (each found once Snakemake has made it).
-    steps = [hunt_run_steps.STEP_JSON.format(step=0)]
+    steps = [hunt_run_steps().STEP_JSON.format(step=0)]
     while True:
         steps.append(checkpoints.hunt_step.get(step=len(steps)).output[0])
-        if hunt_run_steps.step_done(steps[-1]):
+        if hunt_run_steps().step_done(steps[-1]):
             return steps
 
 

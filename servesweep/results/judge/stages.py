@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from servesweep.jsonfile import read_json
 from servesweep.level import Level, parse_value
 from servesweep.records import CellRecord
-from servesweep.results.collect.cells import checked_levels
-from servesweep.results.judge.board import Judging
-from servesweep.results.judge.step import analysis_of, judging_of
 from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.config import Sweep, spec_json
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.stages import stage_decisions
+
+if TYPE_CHECKING:
+    from servesweep.results.judge.board import Judging
 
 STAGE_JSON = "results/stages/s{step}.json"
 SEP = "/"  # a cell's key in the records: stack/model/variant
@@ -50,6 +50,11 @@ def counted_levels(sweep: Sweep, judging: Judging) -> list[Level]:
 def boot_values(sweep: Sweep, cell_json: Path, levels: list[Level], metric: str) -> list:
     """One boot's objective at each counted level (the mean of its valid in-boot
     measurements, as collect checks them); None where it failed or is missing."""
+    # Here, not at the top: a Snakefile parse reads this module's paths only (pandas and
+    # scipy, ~1 s, come with the decisions, in the checkpoint's own job).
+    from servesweep.results.collect.cells import checked_levels
+    from servesweep.results.judge.step import analysis_of
+
     cell = read_json(Path(cell_json))
     if cell is None:
         return [None] * len(levels)
@@ -87,6 +92,8 @@ def first_record(sweep: Sweep) -> dict:
 
 def stage_record(sweep: Sweep, paths: Paths, step: int, previous: dict) -> dict:
     """Step `step` (≥ 1): the decisions over the boots the previous step asked for."""
+    from servesweep.results.judge.step import judging_of  # with the decisions (above)
+
     boots = dict(previous["next"])
     judging = judging_of(sweep)
     settings = AnalysisSettings.of(sweep.analysis)
