@@ -72,6 +72,11 @@ def t95(df: float) -> float:
     return t_quantile(0.5 + CONFIDENCE / 2, df)
 
 
+def _exp(x: float) -> float:
+    """exp that saturates at +inf instead of raising OverflowError."""
+    return math.inf if x > 709 else math.exp(x)
+
+
 def _clean(values: Values) -> np.ndarray:
     a = np.asarray([v for v in values if v is not None], dtype=float)
     return a[~np.isnan(a)]
@@ -304,17 +309,20 @@ class Contrast(NamedTuple):
         if math.isnan(self.se) or math.isnan(self.df) or self.df <= 0:
             return RatioInterval(ratio, math.nan, math.nan)
         half = t_quantile(0.5 + confidence / 2, self.df) * self.se
-        # A df near zero makes the bound astronomically wide: +inf, not an OverflowError.
-        high = self.estimate + half
-        return RatioInterval(
-            ratio, math.exp(self.estimate - half), math.inf if high > 709 else math.exp(high)
-        )
+        return RatioInterval.of_logs(self.estimate, half)
 
 
 class RatioInterval(NamedTuple):
     ratio: float
     low: float
     high: float
+
+    @classmethod
+    def of_logs(cls, centre: float, half: float) -> RatioInterval:
+        """exp(centre) with exp(centre -/+ half). A df near zero (two boots a side judged
+        on their own: 0.5 df) makes the half-width astronomically wide: the high bound is
+        then +inf, not an OverflowError, and the low bound 0."""
+        return cls(*(_exp(x) for x in (centre, centre - half, centre + half)))
 
     def pct(self) -> tuple[float, float, float]:
         """As Δ %: (ratio - 1) × 100 and the bounds likewise (never below -100 %)."""
@@ -367,7 +375,7 @@ def cell_interval(logs: np.ndarray, side: SideVariance) -> RatioInterval:
     if not side.df > 0 or math.isnan(side.variance):
         return RatioInterval(math.exp(centre), math.nan, math.nan)
     half = t95(side.df) * math.sqrt(side.variance / len(y))
-    return RatioInterval(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
+    return RatioInterval.of_logs(centre, half)
 
 
 # ---- first boots ------------------------------------------------------------------------
@@ -411,7 +419,8 @@ def first_boot_contrast(samples: Sequence[Values]) -> FirstBoot | None:
     se = math.sqrt(ss / df / w_.sum())
     half = t95(df) * se
     p = float(2 * sps.t.sf(abs(est / se), df))
-    return FirstBoot(math.exp(est), math.exp(est - half), math.exp(est + half), p, df, len(d))
+    ratio, low, high = RatioInterval.of_logs(est, half)
+    return FirstBoot(ratio, low, high, p, df, len(d))
 
 
 class FirstBootScatter(NamedTuple):

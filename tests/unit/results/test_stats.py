@@ -369,3 +369,16 @@ def test_an_interval_on_a_df_near_zero_is_unbounded_above_not_an_error():
 
     ratio, low, high = Contrast(0.1, 5.0, 0.05, "pooled", 2, 2).interval()
     assert high == math.inf and low == 0.0 and ratio == math.exp(0.1)
+
+
+def test_a_cell_interval_on_a_df_near_zero_is_unbounded_above_not_an_error():
+    # CI's shapes tier (2 variants, 2 boots, rate load): a side judged on its own scatter
+    # at 1 df combined with the rest's 1 df has 0.5 df, where t(0.975) is ~160; with a
+    # wide scatter the high bound passed what exp() can hold and the report crashed.
+    side = stats.SideVariance(1000.0, 0.5, False)
+    ratio, low, high = stats.cell_interval(np.log([2.0, 3.0]), side)
+    assert ratio == pytest.approx(math.sqrt(6.0))
+    assert high == math.inf and low == 0.0
+    # the same cell on a finite, pooled variance keeps finite bounds about the mean
+    ratio, low, high = stats.cell_interval(np.log([2.0, 3.0]), stats.SideVariance(0.04, 4, True))
+    assert 0 < low < ratio < high < math.inf
