@@ -120,3 +120,19 @@ def test_a_failed_stack_is_named_once_at_the_top(tmp_path):
     assert "install_failed" in top and "Its 2 boots did not" in top
     assert html.count("ERROR: &lt;no such file&gt;") == 1  # escaped, once
     assert "(not launched)" in html
+
+
+def test_a_cell_whose_two_boots_differ_wildly_has_a_report(tmp_path):
+    # CI's shapes tier (2 variants, 2 boots): a variant whose scatter the guard sets apart
+    # is judged on its own at 0.5 df (1 df of its own, 1 of the rest's), where t(0.975) is
+    # ~165; two boots a million-fold apart put the cell's high bound past what exp() can
+    # hold, and the report crashed on its plots. The band is unbounded above, not an error.
+    paths = []
+    for variant, scale in (("baseline", (1.0, 1.02)), ("cb", (1.0, 1e6))):
+        for repeat in (0, 1):
+            s = level_summary(variant, 1, repeat)
+            timed = [k for k in s if k.endswith(("_ms", "throughput"))]
+            s.update({k: s[k] * scale[repeat] for k in timed})
+            paths.append(write_cell(tmp_path, variant, repeat, "ok", [s]))
+    html = report_of(tmp_path, paths, ["baseline", "cb"])
+    assert "Traceback" not in html and "[0.0, inf]" in html
