@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from servesweep.hunt import spec as hs
 from servesweep.level import Level, parse_value
+from servesweep.server.engines import ENGINES
 from servesweep.sweep.checks import CheckError
 
 # Summary columns an objective can name; latency (…_ms) is lower-better, the rest higher.
@@ -36,9 +37,6 @@ METRICS = (
 SLO_METRICS = ("goodput_output_throughput", "goodput_request_rate")
 # The capacity search's result, one value a boot: counted as one pseudo-level.
 CAPACITY = "max_load_within_slo"
-# Engines whose first boot on a host compiles kernels and graphs (vLLM's torch.compile and
-# CUDA graphs, SGLang's JIT kernels): with hunt.first_boot auto, a variant's r0 is left out.
-COMPILES_ON_FIRST_USE = ("vllm", "sglang")
 
 
 class SweepHunt(NamedTuple):
@@ -186,7 +184,7 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
         "power": h["power"],
         "margin_pct": h.get("margin_pct"),
         "first_boot": h["first_boot"],
-        "compiles_on_first_use": resolved[start]["engine"] in COMPILES_ON_FIRST_USE,
+        "compiles_on_first_use": ENGINES[resolved[start]["engine"]].compiles_on_first_use,
         "budget_boots": budget.get("boots"),
         "budget_gpu_hours": budget.get("gpu_hours"),
         # The budget's GPU-hours per boot is stated, not measured: a decision must replay

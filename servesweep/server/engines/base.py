@@ -69,6 +69,10 @@ class Engine:
     # Gauges on the metrics page whose peak during a level is recorded (our name ->
     # the engine's metric; servesweep.server.engines.gauges): none by default.
     peak_gauges: dict[str, str] = {}
+    # Whether a server's first boot on a host compiles kernels or graphs that later boots
+    # find cached (vLLM's torch.compile and CUDA graphs, SGLang's JIT kernels): a hunt with
+    # first_boot auto then leaves every variant's r0 out from the start.
+    compiles_on_first_use = False
 
     def __init__(self, options: dict | None = None):
         # Per-variant engine options (e.g. the `command` engine's template).

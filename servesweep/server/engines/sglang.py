@@ -51,6 +51,7 @@ VERIFY = "sglang:spec_verify_calls_total"
 
 class SGLangEngine(Engine):
     name = "sglang"
+    compiles_on_first_use = True  # JIT kernels, cached on disk for later boots
     health_path = "/health"
     models_path = "/v1/models"
     metrics_path = "/metrics"  # answers 404 without --enable-metrics (recorded as such)

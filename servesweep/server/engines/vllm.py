@@ -40,6 +40,7 @@ from servesweep.server.http import http_request
 
 class VLLMEngine(Engine):
     name = "vllm"
+    compiles_on_first_use = True  # torch.compile and CUDA graphs, cached for later boots
     health_path = "/health"
     models_path = "/v1/models"
     metrics_path = "/metrics"
