@@ -148,6 +148,27 @@ def measured_requests(benchmark: dict, level: Level) -> int:
     return num_prompts(benchmark["num_prompts"], level, Precision.of(benchmark))
 
 
+class LevelRequests(NamedTuple):
+    """What one level of a boot sends, computed once (level_requests) for the boot that sends
+    it, the prompts it is built from and the plan that estimates its time."""
+
+    warmup: int  # unrecorded requests sent first
+    measured: int  # measured requests (under `num_prompts: auto`, the most it may send)
+    paced_warmup: bool  # a rate level's `auto` warm-up follows the level's own arrivals
+
+    @property
+    def requests(self) -> int:
+        return self.warmup + self.measured
+
+
+def level_requests(benchmark: dict, level: Level) -> LevelRequests:
+    """A spec's LevelRequests at a level (configured or a capacity-search probe)."""
+    paced = level.is_rate and benchmark.get("warmup", "auto") == "auto"
+    return LevelRequests(
+        warmup_requests(benchmark, level), measured_requests(benchmark, level), paced
+    )
+
+
 WARMUP_RATE_S = 10.0  # a rate level's `auto` warm-up: this many seconds of its arrivals
 
 

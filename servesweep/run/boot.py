@@ -30,7 +30,7 @@ from servesweep.server.gpu_slots import GpuLease
 from servesweep.server.process import ServerProcess, port_is_free
 from servesweep.server.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.server.telemetry import GpuSampler, joules_per_token, visible_indices
-from servesweep.sizing import Precision, is_auto, warmup_requests
+from servesweep.sizing import Precision, is_auto, level_requests
 from servesweep.sweep.layout import level_name
 from servesweep.workloads.base import load_tokenizer
 
@@ -270,12 +270,13 @@ class CellRun:
         before = engine.snapshot(base_url)
         prompts = level_prompts(self.spec, self.tokenizer, level, in_boot)
         name = level_name(level, in_boot)
-        warmup = warmup_requests(bench, level)
+        sends = level_requests(bench, level)
+        warmup = sends.warmup
         # A concurrency level's value is an int; a rate level's cap replaces it below.
         concurrency, schedule, warmup_schedule = cast(int, level.value), None, None
         if level.is_rate:
-            schedule = rate_schedule(self.spec, level, in_boot, len(prompts) - warmup)
-            if bench.get("warmup", "auto") == "auto":
+            schedule = rate_schedule(self.spec, level, in_boot, sends.measured)
+            if sends.paced_warmup:
                 warmup_schedule = rate_schedule(self.spec, level, in_boot, warmup, warmup=True)
             concurrency = bench.get("max_concurrency") or len(prompts)
         load = f"{level} requests/s" if level.is_rate else f"concurrency {level}"

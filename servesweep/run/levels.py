@@ -9,7 +9,7 @@ from typing import cast
 from servesweep.bench.arrivals import schedule
 from servesweep.level import Level, levels_of
 from servesweep.records import CellSpec
-from servesweep.sizing import measured_requests, warmup_requests
+from servesweep.sizing import level_requests
 from servesweep.sweep.config import arrival
 from servesweep.workloads import Prompt, make_prompts
 
@@ -36,7 +36,7 @@ def level_prompts(spec: CellSpec, tokenizer, level: Level, in_boot: int) -> list
     variant, and every boot, sees exactly the same requests."""
     bench = spec["benchmark"]
     workload = bench["workload"]
-    n = warmup_requests(bench, level) + measured_requests(bench, level)
+    n = level_requests(bench, level).requests
     seed = workload["seed"] * 1_000_003 + _salt(level) + in_boot
     return make_prompts(tokenizer, n, workload, seed)
 

@@ -37,7 +37,7 @@ from servesweep.resources.identity import spec_identity
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
 from servesweep.server.engines import launch_command, launch_env
-from servesweep.sizing import Precision, is_auto, warmup_requests
+from servesweep.sizing import Precision, is_auto, level_requests
 from servesweep.sweep import resume
 from servesweep.sweep.config import Sweep, next_attempt, spec_hash
 from servesweep.sweep.layout import Paths
@@ -200,7 +200,7 @@ class Rates:
         total += pick(own["teardown"], self.teardown.get(engine), DEFAULT_TEARDOWN_S)
         for level in levels_of(bench):
             lkey = level.key
-            requests = warmup_requests(bench, level) + bench["num_prompts_per_level"][lkey]
+            requests = level_requests(bench, level).requests
             mine = own["tput"].get(lkey)
             # A rate level's in-flight count is the server's to decide: assume it keeps up.
             streams = requests if level.is_rate else min(level.value, requests)

@@ -10,7 +10,7 @@ from fixtures.sse_server import ServerProcess
 from servesweep.bench import arrivals
 from servesweep.bench.client import ClientSettings, run_level
 from servesweep.level import INF, Level
-from servesweep.sizing import num_prompts, warmup_requests
+from servesweep.sizing import level_requests, num_prompts, warmup_requests
 from servesweep.sweep.config import Arrival
 from servesweep.workloads.base import Prompt
 
@@ -262,3 +262,15 @@ def test_max_concurrency_outside_a_rate_sweep_is_refused():
     config["benchmark"]["max_concurrency"] = 4
     with pytest.raises(ConfigError, match="^config: benchmark.max_concurrency: only for a rate"):
         load(config)
+
+
+def test_level_requests_are_what_a_boot_sends():
+    # One computation for the boot, its prompts and the plan: warm-up, measured, and
+    # whether a rate level's warm-up follows its own arrivals (auto) or is sent at once.
+    bench = {"num_prompts": {"per_level": 1.5, "min": 20, "max": 100000}, "warmup": "auto"}
+    assert level_requests(bench, Level.parse(10)) == (10, 20, False)  # one wave, not paced
+    rate = level_requests(bench, Level.parse(100, "rate"))
+    assert rate == (150, 150, True) and rate.requests == 300
+    assert level_requests({**bench, "warmup": 3}, Level.parse(100, "rate")) == (3, 150, False)
+    spec = {**bench, "num_prompts_per_level": {"4": 7}}
+    assert level_requests(spec, Level.parse(4, "rate")).requests == 14
