@@ -33,6 +33,7 @@ from servesweep.sweep.checks import (
     check_loads,
     check_stacks,
     check_variant_gpus,
+    variant_gpus,
 )
 from servesweep.sweep.hunt import SweepHunt, check_hunt, hunt_of
 from servesweep.sweep.stages import RepeatsRule, repeats_rule
@@ -297,8 +298,7 @@ class Sweep:
         return bench
 
     def gpus(self, variant: str) -> int:
-        gpus = self.variant(variant)["gpus"]
-        return self.server["gpus"] if gpus is None else gpus
+        return variant_gpus(self.server, self.variant(variant))
 
     def spec(self, stack: str, model: str, variant: str) -> CellSpec:
         """Everything a cell's measurement depends on. Runtime values (interpreter,

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from servesweep.hunt import spec as hs
 from servesweep.level import Level, parse_value
 from servesweep.server.engines import ENGINES
-from servesweep.sweep.checks import CheckError
+from servesweep.sweep.checks import CheckError, variant_gpus
 
 # Summary columns an objective can name; latency (…_ms) is lower-better, the rest higher.
 METRICS = (
@@ -162,8 +162,7 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
         raise CheckError(
             f"{_where('correctness_gate')}: needs the correctness pass (correctness is false)"
         )
-    gpus = resolved[start]["gpus"]
-    gpus = config["server"]["gpus"] if gpus is None else gpus
+    gpus = variant_gpus(config["server"], resolved[start])
     data: dict[str, Any] = {
         "start": {
             "name": start,
@@ -250,7 +249,7 @@ def check_hunt(config: dict, hunt: SweepHunt | None, check_flags) -> None:
         except ValueError as exc:
             raise CheckError(f"{_where('candidates')}.{c.name}.flags: {exc}") from None
         needed, said = parallel_gpus(variant["flags"])
-        gpus = config["server"]["gpus"] if variant["gpus"] is None else variant["gpus"]
+        gpus = variant_gpus(config["server"], variant)
         if needed > 1 and gpus < needed:
             raise CheckError(
                 f"{_where('candidates')}.{c.name}.flags: the start holds {gpus} GPU(s) but "
