@@ -149,6 +149,28 @@ class RoundPlan(NamedTuple):
         return self.needed is not None and self.needed > self.boots
 
 
+def design_words(plan: RoundPlan, delta: float, alpha: float | None, power: float) -> str:
+    """A round's design in words, as the plan and the report both say it: its arms and
+    alpha (per arm and level), the boots a side its power needs for a gain of δ % at the
+    scatter it was sized on, and where the cap is short, the gain the round tests."""
+    text = f"{plan.arms} arm(s)"
+    if alpha is not None:
+        text += f", alpha {alpha:.2g} per arm and level"
+    if plan.needed is None or not math.isfinite(plan.cv_pct):
+        return text + f"; last look at {plan.boots} boots a side"
+    shown = f", power {power:.2f}" if math.isfinite(power) else ""
+    text += (
+        f"; at a boot CV of {plan.cv_pct:.1f} % a gain of {delta:g} % needs "
+        f"{plan.needed} boots a side"
+    )
+    if not plan.capped:
+        return text + f": last look at {plan.boots}{shown}"
+    return (
+        text + f"; the cap is {plan.boots}{shown} at {delta:g} %: the round tested a "
+        f"gain of {plan.min_effect_pct:.1f} % (margin {plan.margin_pct:.1f} %) instead"
+    )
+
+
 def margin(spec: HuntSpec) -> float:
     return spec.min_effect_pct if spec.margin_pct is None else spec.margin_pct
 

@@ -57,22 +57,9 @@ def _cost(cost: hstate.Cost) -> str:
 
 
 def plan_words(spec, plan: hs.RoundPlan) -> str:
-    """What a round's design says about its power, in one line."""
-    levels = len(spec.objective.levels)
-    alpha = spec.alpha / (plan.arms * levels)
-    head = (
-        f"{plan.arms} arm(s), alpha {alpha:.2g} per arm and level; at the boot scatter seen "
-        f"so far (CV {plan.cv_pct:.1f} %) a gain of {spec.min_effect_pct:g} % needs "
-        f"{plan.needed} boots a side"
-    )
-    power = hs.power_of(spec, plan)
-    if not plan.capped:
-        return f"{head}: the last look is at {plan.boots}, power {power:.2f}"
-    return (
-        f"{head}; the cap (boots.max) is {plan.boots}: power {power:.2f} at "
-        f"{spec.min_effect_pct:g} %, and the round tests a gain of {plan.min_effect_pct:.1f} % "
-        f"(power {spec.power:g}, margin {plan.margin_pct:.1f} %) instead"
-    )
+    """What a round's design says about its power, in one line (the report's words)."""
+    alpha = spec.alpha / (plan.arms * len(spec.objective.levels))
+    return hs.design_words(plan, spec.min_effect_pct, alpha, hs.power_of(spec, plan))
 
 
 def outlook_lines(sweep: Sweep, state: hstate.HuntState) -> list[str]:

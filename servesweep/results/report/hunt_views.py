@@ -16,6 +16,7 @@ import shlex
 from matplotlib.figure import Figure
 
 from servesweep import fmt
+from servesweep.hunt.spec import RoundPlan, design_words
 from servesweep.results.report.plots import _png
 
 # verdict -> (the word the report shows, the pill's class)
@@ -127,26 +128,21 @@ def plan_text(hunt: dict, plan: dict | None) -> str:
     the scatter it was sized on, and where the cap was short, what the round tested."""
     if not plan:
         return "sized at the cap (too little boot scatter seen to size it)"
-    objective = hunt.get("objective") or {}
-    delta = objective.get("min_effect_pct")
+
+    def number(key: str) -> float:
+        return math.nan if fmt.missing(plan.get(key)) else float(plan[key])
+
+    design = RoundPlan(
+        arms=plan["arms"],
+        boots=plan["boots"],
+        needed=plan.get("needed"),
+        cv_pct=number("cv_pct"),
+        min_effect_pct=number("min_effect_pct"),
+        margin_pct=number("margin_pct"),
+    )
+    delta = float((hunt.get("objective") or {}).get("min_effect_pct", math.nan))
     alpha = plan.get("alpha_per_arm_and_level")
-    text = f"{plan['arms']} arm(s)"
-    if alpha is not None:
-        text += f", alpha {alpha:.2g} per arm and level"
-    if plan.get("needed") is None or fmt.missing(plan.get("cv_pct")):
-        return text + f"; last look at {plan['boots']} boots a side"
-    power = plan.get("power_at_delta")
-    power = "" if power is None or fmt.missing(power) else f", power {power:.2f}"
-    text += (
-        f"; at a boot CV of {plan['cv_pct']:.1f} % a gain of {delta:g} % needs "
-        f"{plan['needed']} boots a side"
-    )
-    if not plan.get("capped"):
-        return text + f": last look at {plan['boots']}{power}"
-    return (
-        text + f"; the cap is {plan['boots']}{power} at {delta:g} %: the round tested a "
-        f"gain of {plan['min_effect_pct']:.1f} % (margin {plan['margin_pct']:.1f} %) instead"
-    )
+    return design_words(design, delta, alpha, number("power_at_delta"))
 
 
 def round_views(hunt: dict) -> list[dict]:
@@ -294,7 +290,7 @@ def gain_plot(hunt: dict) -> str | None:
             label=f"confirm on fresh boots ({confirm['verdict']})",
         )
         labels.append(confirm["label"])
-    delta = (hunt.get("objective") or {}).get("min_effect_pct")
+    delta = float((hunt.get("objective") or {}).get("min_effect_pct", math.nan))
     ax.axhline(0, color="#57606a", linewidth=0.8)
     if delta:
         ax.axhline(delta, color="#d4a017", linewidth=0.8, linestyle="--", label=f"δ {delta:g} %")

@@ -357,3 +357,28 @@ def test_the_plans_power_line_before_round_1_is_what_round_1_then_asks_for():
     asked = [p.needed for p in asked if p is not None]
     assert len(asked) >= 10
     assert abs(statistics.median(asked) - stated) <= 0.3 * stated, (stated, asked)
+
+
+def test_the_plan_and_the_report_say_a_rounds_design_in_the_same_words():
+    """One renderer (hunt.spec.design_words): plan.txt's power line from the RoundPlan and
+    the report's round design from hunt.json's record of it read alike, capped or not."""
+    import json
+
+    from servesweep.hunt_run.plan import plan_words
+    from servesweep.hunt_run.steps import rounds_record
+    from servesweep.results.report.hunt_views import plan_text
+
+    nulls = {f"n{i}": {"flags": {f"n{i}": True}} for i in range(3)}
+    seen = set()
+    for cap, cv in ((40, 0.02), (4, 0.10)):
+        spec = make_spec(nulls, min_effect_pct=5, boots_min=2, boots_max=cap, ablate=False)
+        state = run(spec, Truth(BASE, {n: 1.0 for n in nulls}), Noise(cv), 0).state
+        hunt = {"objective": {"min_effect_pct": spec.min_effect_pct}}
+        records = json.loads(json.dumps(rounds_record(spec, state)))  # as hunt.json holds them
+        for r, record in zip(state.rounds, records, strict=True):
+            if r.plan is None:
+                continue
+            words = plan_words(spec, r.plan)
+            assert words == plan_text(hunt, record["plan"]), (words, record["plan"])
+            seen.add(r.plan.capped)
+    assert seen == {True, False}
