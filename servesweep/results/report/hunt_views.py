@@ -140,7 +140,10 @@ def plan_text(hunt: dict, plan: dict | None) -> str:
         min_effect_pct=number("min_effect_pct"),
         margin_pct=number("margin_pct"),
     )
-    delta = float((hunt.get("objective") or {}).get("min_effect_pct", math.nan))
+    objective = hunt.get("objective") or {}
+    delta = (
+        math.nan if fmt.missing(objective.get("min_effect_pct")) else objective["min_effect_pct"]
+    )
     alpha = plan.get("alpha_per_arm_and_level")
     return design_words(design, delta, alpha, number("power_at_delta"))
 
@@ -290,7 +293,7 @@ def gain_plot(hunt: dict) -> str | None:
             label=f"confirm on fresh boots ({confirm['verdict']})",
         )
         labels.append(confirm["label"])
-    delta = float((hunt.get("objective") or {}).get("min_effect_pct", math.nan))
+    delta = (hunt.get("objective") or {}).get("min_effect_pct")
     ax.axhline(0, color="#57606a", linewidth=0.8)
     if delta:
         ax.axhline(delta, color="#d4a017", linewidth=0.8, linestyle="--", label=f"δ {delta:g} %")
