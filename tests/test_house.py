@@ -42,8 +42,8 @@ LAYERS = [
     ("hunt",),  # the hunt's decisions: maths on numbers, no files
     ("server", "server/engines"),  # one server process, and how each engine is driven
     ("resources",),  # stacks and models
+    ("workloads",),  # prompts by kind, and each kind's keys (the sweep's checks read them)
     ("sweep",),  # the config, its cells and specs, the plan
-    ("workloads",),  # prompts by kind
     ("bench",),  # the client: one level against a live server
     ("correctness", "capacity"),  # the passes a boot runs after its levels
     ("run",),  # one boot of one cell

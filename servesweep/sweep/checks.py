@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from servesweep.level import parse_value
 from servesweep.server.gpu_slots import parallel_gpus
+from servesweep.workloads import workload_problem
 
 
 class CheckError(ValueError):
@@ -77,22 +78,9 @@ def check_loads(config: dict) -> None:
         raise CheckError(
             "config: benchmark.arrival.burstiness: needs distribution: gamma (Poisson is 1)"
         )
-    workload = bench.get("workload", {})
-    kind = workload.get("kind", "random")
-    for key in ("groups", "prefix_tokens"):
-        if key in workload and kind != "shared_prefix":
-            raise CheckError(f"config: benchmark.workload.{key}: only for kind shared_prefix")
-    if kind == "shared_prefix":
-        for key in ("groups", "prefix_tokens"):
-            if key not in workload:
-                raise CheckError(
-                    f"config: benchmark.workload.{key}: required for kind shared_prefix"
-                )
-    if "range_ratio" in workload and kind == "sharegpt":
-        raise CheckError(
-            "config: benchmark.workload.range_ratio: not for kind sharegpt (its lengths "
-            "come from the file)"
-        )
+    problem = workload_problem(bench.get("workload", {}))
+    if problem:
+        raise CheckError(f"config: benchmark.workload.{problem}")
 
 
 def check_analysis(config: dict) -> None:

@@ -1,19 +1,44 @@
 """The prompts a level sends, by workload kind: one module per kind, each with
-`prompts(tokenizer, n, workload, seed)`; `make_prompts` picks it by `benchmark.workload.kind`.
-A new kind is one module here, its entry in KINDS, and its keys in the schema."""
+`prompts(tokenizer, n, workload, seed)` and its KindKeys; `make_prompts` picks it by
+`benchmark.workload.kind`. A new kind is one module here, its entries in KINDS and
+KIND_KEYS, and its keys in the schema."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from servesweep.workloads import random_tokens, shared_prefix, sharegpt
-from servesweep.workloads.base import Prompt
+from servesweep.workloads.base import KindKeys, Prompt
 
 KINDS: dict[str, Callable[..., list[Prompt]]] = {
     "random": random_tokens.prompts,
     "sharegpt": sharegpt.prompts,
     "shared_prefix": shared_prefix.prompts,
 }
+
+KIND_KEYS: dict[str, KindKeys] = {
+    "random": random_tokens.KEYS,
+    "sharegpt": sharegpt.KEYS,
+    "shared_prefix": shared_prefix.KEYS,
+}
+
+
+def workload_problem(workload: dict) -> str | None:
+    """What is wrong with a `benchmark.workload` for its kind, as `key: what`, by the kinds'
+    own KindKeys (None: nothing)."""
+    kind = workload.get("kind", "random")
+    mine = KIND_KEYS[kind]
+    for other, keys in KIND_KEYS.items():
+        for key in keys.own:
+            if key in workload and key not in mine.own:
+                return f"{key}: only for kind {other}"
+    for key in mine.required:
+        if key not in workload:
+            return f"{key}: required for kind {kind}"
+    for key, why in mine.refused.items():
+        if key in workload:
+            return f"{key}: not for kind {kind} ({why})"
+    return None
 
 
 def make_prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:

@@ -3,10 +3,21 @@ extended to an exact token count under it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class KindKeys:
+    """The `benchmark.workload` keys a kind owns (no other kind takes them), those it needs,
+    and the shared keys it refuses, each with why: the sweep's checks read them
+    (servesweep.workloads.workload_problem), the schema lists every key."""
+
+    own: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ from typing import cast
 
 import numpy as np
 
-from servesweep.workloads.base import Prompt, clean_ids, fit_text
+from servesweep.workloads.base import KindKeys, Prompt, clean_ids, fit_text
+
+KEYS = KindKeys()
 
 
 def prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:

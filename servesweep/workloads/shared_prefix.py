@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from servesweep.workloads.base import Prompt, count_tokens
+from servesweep.workloads.base import KindKeys, Prompt, count_tokens
 from servesweep.workloads.random_tokens import lengths, random_prompts, ranged_prompts
+
+KEYS = KindKeys(own=("groups", "prefix_tokens"), required=("groups", "prefix_tokens"))
 
 
 def prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:

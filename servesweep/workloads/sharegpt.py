@@ -7,7 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from servesweep.workloads.base import Prompt, count_tokens
+from servesweep.workloads.base import KindKeys, Prompt, count_tokens
+
+KEYS = KindKeys(refused={"range_ratio": "its lengths come from the file"})
 
 
 def prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:

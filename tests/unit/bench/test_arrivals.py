@@ -238,7 +238,17 @@ def test_rate_sweep_spec_names_rates_and_arrival():
         (lambda c: c.update(slo={"ttft": 1}), "config: slo: unknown key"),
         (
             lambda c: c["benchmark"].update(workload={"kind": "shared_prefix", "groups": 2}),
-            "config: benchmark.workload.prefix_tokens",
+            "config: benchmark.workload.prefix_tokens: required for kind shared_prefix",
+        ),
+        (
+            lambda c: c["benchmark"].update(workload={"kind": "random", "groups": 2}),
+            "config: benchmark.workload.groups: only for kind shared_prefix",
+        ),
+        (
+            lambda c: c["benchmark"].update(
+                workload={"kind": "sharegpt", "path": "x.json", "range_ratio": 0.5}
+            ),
+            "config: benchmark.workload.range_ratio: not for kind sharegpt (its lengths come",
         ),
     ],
 )

@@ -46,3 +46,22 @@ def test_length_range(bpe):
     assert set(ins) == {16, 17, 18, 19, 20} and set(outs) == {8, 9, 10}
     assert all(count_tokens(bpe, p.text) == p.input_tokens for p in ps)
     assert ps == ranged_prompts(bpe, 200, workload, seed=4)
+
+
+def test_every_kind_has_its_keys_and_the_schema_lists_them():
+    # A kind's keys are checked by the sweep (servesweep.workloads.workload_problem) and
+    # validated by the schema: a key a kind owns, needs or refuses is a schema property,
+    # and every kind the schema allows has its KindKeys and its prompts.
+    from pathlib import Path
+
+    import yaml
+
+    from servesweep.workloads import KIND_KEYS, KINDS
+
+    schema = Path(__file__).parents[3] / "servesweep/sweep/schemas/config.schema.yaml"
+    text = yaml.safe_load(schema.read_text())
+    workload = text["properties"]["benchmark"]["properties"]["workload"]
+    assert set(workload["properties"]["kind"]["enum"]) == set(KINDS) == set(KIND_KEYS)
+    for keys in KIND_KEYS.values():
+        for key in (*keys.own, *keys.required, *keys.refused):
+            assert key in workload["properties"], key
