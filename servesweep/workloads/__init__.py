@@ -1,7 +1,7 @@
 """The prompts a level sends, by workload kind: one module per kind, each with
 `prompts(tokenizer, n, workload, seed)` and its KindKeys; `make_prompts` picks it by
-`benchmark.workload.kind`. A new kind is one module here, its entries in KINDS and
-KIND_KEYS, and its keys in the schema."""
+`benchmark.workload.kind`. A new kind is one module here, its entry in _MODULES, and its
+keys in the schema."""
 
 from __future__ import annotations
 
@@ -10,17 +10,9 @@ from collections.abc import Callable
 from servesweep.workloads import random_tokens, shared_prefix, sharegpt
 from servesweep.workloads.base import KindKeys, Prompt
 
-KINDS: dict[str, Callable[..., list[Prompt]]] = {
-    "random": random_tokens.prompts,
-    "sharegpt": sharegpt.prompts,
-    "shared_prefix": shared_prefix.prompts,
-}
-
-KIND_KEYS: dict[str, KindKeys] = {
-    "random": random_tokens.KEYS,
-    "sharegpt": sharegpt.KEYS,
-    "shared_prefix": shared_prefix.KEYS,
-}
+_MODULES = {"random": random_tokens, "sharegpt": sharegpt, "shared_prefix": shared_prefix}
+KINDS: dict[str, Callable[..., list[Prompt]]] = {k: m.prompts for k, m in _MODULES.items()}
+KIND_KEYS: dict[str, KindKeys] = {k: m.KEYS for k, m in _MODULES.items()}
 
 
 def workload_problem(workload: dict) -> str | None:
