@@ -83,7 +83,7 @@ class HuntSpec:
     retest_rejected: bool = False  # False: a rejection is carried forward to later rounds
     reference_retries: int = 2  # failed reference boots replaced per round
     pool_variance: bool = True  # one boot scatter per level over the hunt (else Welch)
-    design: HuntDesign = "sequential"  # screen: one pass on point estimates, then checks
+    design: HuntDesign = "screen"  # one pass on point estimates, then checks; or sequential
     screen_boots: int = 2  # the screen's counted boots a side (design: screen)
 
     def __post_init__(self) -> None:

@@ -56,12 +56,14 @@ def test_the_examples_are_shipped():
 
 def test_the_vllm_hunt_leaves_first_boots_out_and_fits_its_budget():
     """vLLM compiles on first use: every configuration's r0 is uncounted from the start,
-    so round 1's first stage is 2 counted boots and the first of each of its 9
-    configurations; the budget lets that round start at its worst and never more."""
+    so the screen's first step is 2 counted boots and the first of the start and of the
+    first candidate; the budget lets the hunt start though its worst case is over it."""
     spec = load_file(ROOT / "config" / "examples" / H200_VLLM_HUNT).hunt.spec
     assert spec.compiles_on_first_use and spec.first_boot == "auto"
+    assert spec.design == "screen" and spec.screen_boots == 2
     first = replay(spec, {})
-    assert not first.done and len(first.needed) == 9 * 3
+    assert not first.done and len(first.needed) == 2 * 3
+    assert {k.variant for k in first.needed} == {"baseline", "baseline+more-seqs"}
     assert {k.boot for k in first.needed} == {0, 1, 2}
     assert worst_case(spec).boots > spec.budget_boots == 80
 
@@ -266,19 +268,24 @@ def test_example_plans_with_snakemake(tmp_path, path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sweep = load_file(path)
     planned = re.findall(r"^rule run_cell:", result.stdout, flags=re.M)
-    if sweep.hunt:  # round 1's first stage: the start and every candidate on it
+    if sweep.hunt:  # the hunt's first step
         spec = sweep.hunt.spec
         first = replay(spec, {}).needed
-        # An engine that compiles on first use has each configuration's first boot left out.
-        uncounted = spec.first_boot == "drop" or (
-            spec.first_boot == "auto" and spec.compiles_on_first_use
-        )
-        each = spec.boots_min + (1 if uncounted else 0)
-        assert len(planned) == len(first) == each * (1 + len(applicable(spec, (), ())))
+        if spec.design == "screen":  # its first step: the start and the first candidate,
+            # each on boots.screen counted boots and its first boot (left out unless keep)
+            each, arms = spec.screen_boots + (spec.first_boot != "keep"), 1
+        else:  # round 1's first look: the start and every candidate on it
+            # An engine that compiles on first use has each configuration's r0 left out.
+            uncounted = spec.first_boot == "drop" or (
+                spec.first_boot == "auto" and spec.compiles_on_first_use
+            )
+            each, arms = spec.boots_min + uncounted, len(applicable(spec, (), ()))
+        assert len(planned) == len(first) == each * (1 + arms)
+        stacks = {sweep.hunt.stack_of(k.variant) for k in first}  # the stacks these boot on
     else:
         assert len(planned) == len(sweep.jobs) == len(sweep.cells) * sweep.repeats
-    config = yaml.safe_load(path.read_text())
-    for stack in config["stacks"]:
+        stacks = set(yaml.safe_load(path.read_text())["stacks"])
+    for stack in stacks:
         assert f"stack={stack}" in result.stdout
 
 
@@ -334,8 +341,11 @@ def test_hunt_example_plan_shows_round_one_and_the_worst_case(tmp_path, name):
     hours = boots * spec.gpu_hours_per_boot
     assert f"worst case of the whole hunt: {boots} boots, {hours:.2f} GPU-hours" in text
     assert f"budget: {spec.budget_gpu_hours:g} GPU-hours" in text
-    for c in ("", *(f"+{c}" for c in applicable(spec, (), ()))):
-        variant = f"baseline{c}"
+    first = sorted({k.variant for k in replay(spec, {}).needed})
+    assert "baseline" in first and len(first) == (
+        2 if spec.design == "screen" else 1 + len(applicable(spec, (), ()))
+    )
+    for variant in first:  # the plan's launch line of each configuration it boots first
         command = sweep.spec(sweep.hunt.stack_of(variant), sweep.hunt.model, variant)["command"]
         assert command[7:9] == ["--port", "<port>"]
         line = text.split(f" / {variant}\n     $ ", 1)[1].split("\n", 1)[0]

@@ -55,6 +55,7 @@ def hunt_config(seed: int = 7, **hunt) -> dict:
         "boots": {"min": 3, "max": 3},
         "budget": {"boot_minutes": 0.1},
         "ablate": False,
+        "design": "sequential",  # PATH is its rounds; the screen's: test_screen_workflow
     }
     return fault_hunt(start, **{**defaults, **hunt})
 

@@ -177,6 +177,7 @@ def hunt_config():
         boots={"min": 2, "max": 2},
         budget={"boot_minutes": 0.1},
         ablate=False,
+        design="sequential",  # its round 1 is the place to stop mid-round
     )
 
 

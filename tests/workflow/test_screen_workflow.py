@@ -32,8 +32,7 @@ def screen_config(seed: int = 7) -> dict:
     return fault_hunt(
         start,
         candidates=CANDIDATES,
-        design="screen",
-        min_effect_pct=5,
+        min_effect_pct=5,  # design: the default, screen
         boots={"min": 2, "max": 3, "screen": 1},
         first_boot="keep",
         budget={"boots": 200, "boot_minutes": 0.1},
@@ -47,7 +46,7 @@ def test_the_screen_finds_the_planted_right_end_within_200_boots(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     wall_s = time.monotonic() - started
     hunt = json.loads((tmp_path / "results" / "hunt" / "hunt.json").read_text())
-    assert hunt["design"] == "screen"
+    assert hunt["design"] == "screen"  # the default, through Snakemake
     assert hunt["final_members"] == ["fast", "runner", "ep"], hunt["stop_reason"]
     assert hunt["final"]["variant"] == "baseline+fast+runner+ep"
     checks = [r for r in hunt["rounds"] if r["kind"] == "check"]

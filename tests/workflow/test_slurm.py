@@ -427,6 +427,7 @@ def test_a_hunt_runs_its_composed_variants_as_slurm_jobs(slurm_cluster, tmp_path
             "boots": {"min": 2, "max": 2},
             "budget": {"boot_minutes": 0.1},
             "confirm": False,
+            "design": "sequential",  # one round of one arm: the fewest jobs
         },
     )
     cfg_path = write(tmp_path, cfg)

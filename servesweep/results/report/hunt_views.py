@@ -204,6 +204,14 @@ def candidate_outcomes(hunt: dict) -> list[dict]:
         for a in r["arms"]:
             last_arm[a["candidate"]] = (r, a)
     names = list(hunt.get("candidates") or {}) or list(last_arm)
+    final = set(hunt.get("final_members", hunt.get("incumbent")) or [])
+    ablations = {  # each member's last ablation: the check that kept or left it out
+        a["candidate"]: (r, a)
+        for r in hunt.get("rounds") or []
+        if r["kind"] == "check"
+        for a in r["arms"]
+        if a.get("role") == "ablation"
+    }
     out = []
     for name in names:
         spec = (hunt.get("candidates") or {}).get(name) or {}
@@ -211,11 +219,22 @@ def candidate_outcomes(hunt: dict) -> list[dict]:
         adopted_in = [r["index"] + 1 for r in search if r.get("adopted") == name]
         if adopted_in:
             r, a = last_arm[name]
+            reason = a.get("reason") or ""
+            why = f"round {adopted_in[0]}: " + (
+                reason  # the screen keeps on a mean, with no interval
+                if reason.startswith("screen: ")
+                else f"{_pct(a.get('gain_pct'))} "
+                f"{_interval(a.get('low_pct'), a.get('high_pct'))} at level {a.get('level')}"
+            )
+            kept = name in final
+            if check := ablations.get(name):
+                why += (
+                    f"; round {check[0]['index'] + 1}: {WORDS.get(check[1]['verdict'], ('',))[0]}"
+                )
             row |= {
-                "outcome": "adopted",
-                "cls": "ok",
-                "why": f"round {adopted_in[0]}: {_pct(a.get('gain_pct'))} "
-                f"{_interval(a.get('low_pct'), a.get('high_pct'))} at level {a.get('level')}",
+                "outcome": "adopted" if kept else "left out",
+                "cls": "ok" if kept else "warn",
+                "why": why if kept or check else f"{why}; not in the final",
             }
         elif name in last_arm:
             r, a = last_arm[name]

@@ -23,6 +23,7 @@ def make_spec(names, **kw):
             "candidates": {n: {"flags": {n: True}} for n in names},
             "objective": {"metric": "output_throughput", "levels": [1, 256]},
             "gpu_hours_per_boot": 0.2,
+            "design": "sequential",  # these tests follow its rounds; screen: test_hunt_screen
             **kw,
         }
     )
@@ -58,12 +59,15 @@ def test_the_look_the_budget_ends_a_round_at_spends_the_error_left():
 
 
 @pytest.mark.slow
-def test_eight_candidates_and_200_boots_start_and_find_the_right_end():
+@pytest.mark.parametrize(
+    ("design", "worst", "least"), [("sequential", 1143, 24), ("screen", 1100, 12)]
+)
+def test_eight_candidates_and_200_boots_start_and_find_the_right_end(design, worst, least):
     """Before: the worst case (1,143 boots) was over 200, so the hunt stopped before round 1
-    and spent nothing. Now it starts, stays within 200 and finds the planted end; boot CV 3 %
-    with first boots twice as slow (the workflow test's shape)."""
-    spec = make_spec(PLANTED, budget_boots=200)
-    assert worst_case(spec).boots == 1143 and hs.minimum_budget(spec) == 24
+    and spent nothing. Now it starts, stays within 200 and finds the planted end, in either
+    design; boot CV 3 % with first boots twice as slow (the workflow test's shape)."""
+    spec = make_spec(PLANTED, budget_boots=200, design=design)
+    assert worst_case(spec).boots == worst and hs.minimum_budget(spec) == least
     noise = Noise(0.03, first_boot={1: 0.5, 256: 0.5})
     states = [run(spec, TRUTH, noise, seed).state for seed in range(20)]
     assert all(s.rounds and s.spent.boots <= 200 for s in states)
@@ -136,6 +140,7 @@ def test_the_expected_cost_of_a_round_is_what_the_replay_spends(levels):
             "confirm": False,
             "ablate": False,
             "first_boot": "keep",
+            "design": "sequential",  # a round of 8 arms (the screen's has one)
         }
     )
     boots = []

@@ -15,6 +15,7 @@ def make_spec(candidates, **kw):
         "candidates": candidates,
         "objective": {"metric": "output_throughput", "levels": [1, 256]},
         "gpu_hours_per_boot": 0.2,
+        "design": "sequential",  # these tests follow its rounds; screen: test_hunt_screen
         **kw,
     }
     return hs.from_dict(data)

@@ -31,7 +31,12 @@ def hunt_cfg(**hunt) -> dict:
             "other-variant": {"extends": "baseline"},
         },
         levels=(1, 4, 16),
-        hunt={"start": "baseline", "candidates": copy.deepcopy(CANDIDATES), **hunt},
+        hunt={
+            "start": "baseline",
+            "candidates": copy.deepcopy(CANDIDATES),
+            "design": "sequential",  # these tests follow its rounds; screen: named where used
+            **hunt,
+        },
     )
     cfg["stacks"]["other"] = dict(cfg["stacks"]["test"])
     return cfg
@@ -417,7 +422,10 @@ def test_a_budget_too_small_for_the_first_look_fails_at_load_in_one_line(tmp_pat
 def test_the_screen_design_maps_onto_the_spec_and_its_budget_line_names_the_key(tmp_path):
     from servesweep.hunt_run.plan import header, plan_hunt
 
-    assert load(hunt_cfg()).hunt.spec.design == "sequential"
+    default = hunt_cfg()
+    del default["hunt"]["design"]
+    s = load(default).hunt.spec
+    assert s.design == "screen" == hs.HuntSpec(s.start, s.candidates, s.objective).design
     s = load(hunt_cfg(design="screen", boots={"screen": 3})).hunt.spec
     assert (s.design, s.screen_boots) == ("screen", 3)
     # its first step: 2 counted boots and a first boot of the start and of a (6), the

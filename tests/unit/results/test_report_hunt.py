@@ -2,6 +2,7 @@
 fabricated, through the view and the template, and in a real browser."""
 
 import base64
+import copy
 import math
 import re
 
@@ -43,6 +44,7 @@ def make_spec(candidates=CANDIDATES, **kw):
             "objective": {"metric": "output_throughput", "levels": [16, 64]},
             "gpu_hours_per_boot": 0.5,
             "min_effect_pct": 5,
+            "design": "sequential",  # the tests below read its rounds; the screen's: at the end
             **kw,
         }
     )
@@ -352,3 +354,29 @@ def test_invalid_arms_and_a_reference_measured_less_than_asked():
         {"round": 1, "kind": "search", "reference": 2, "arms": 2, "boots": 4,
          "wall_min": "2.0", "gpu_hours": "0"}
     ]  # fmt: skip
+
+
+def test_the_screen_design_says_kept_on_a_mean_and_what_the_checks_left_out():
+    """Under `design: screen` (the default) a kept candidate was kept on its mean, with no
+    interval, and stays only if its ablation shows it needed: a member the checks found not
+    needed is 'left out', not 'adopted'."""
+    screen = hunt_json(make_spec(design="screen"))
+    outcomes = {c["candidate"]: c for c in hunt_views.candidate_outcomes(screen)}
+    assert outcomes["win"]["outcome"] == outcomes["more"]["outcome"] == "adopted"
+    assert re.fullmatch(
+        r"round 1: screen: kept, \+[\d.]+ % over baseline on the mean of 2 boots a side; "
+        r"round \d+: needed",
+        outcomes["win"]["why"],
+    )
+    assert outcomes["lose"]["why"].startswith("round 2: screen: not kept, -")
+    # The same record with `more` found not needed by its ablation: left out of the final.
+    pruned = copy.deepcopy(screen)
+    pruned["final_members"] = ["win"]
+    (check,) = [r for r in pruned["rounds"] if r["kind"] == "check"]
+    for arm in check["arms"]:
+        if arm["candidate"] == "more" and arm["role"] == "ablation":
+            arm["verdict"] = "not needed"
+    outcomes = {c["candidate"]: c for c in hunt_views.candidate_outcomes(pruned)}
+    assert (outcomes["more"]["outcome"], outcomes["more"]["cls"]) == ("left out", "warn")
+    assert outcomes["more"]["why"].endswith("; round 6: not needed")
+    assert outcomes["win"]["outcome"] == "adopted"
