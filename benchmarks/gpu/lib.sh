@@ -226,7 +226,7 @@ devtree_make() {
   [ -z "$(git -C "$wt" status --porcelain --untracked-files=no)" ] ||
     echo "devtree_make: $wt has uncommitted changes; .devtree holds HEAD ($commit) without them" >&2
   rm -rf "$main/.devtree" && mkdir -p "$main/.devtree" &&
-    git -C "$wt" archive --format=tar HEAD | tar -x -C "$main/.devtree" &&
+    git -C "$wt" archive --format=tar HEAD -- . ':!benchmarks/results' | tar -x -C "$main/.devtree" &&
     echo "$commit" >"$main/.devtree/COMMIT" ||
     gpu_fail "devtree_make: could not write $main/.devtree"
 }

@@ -295,8 +295,11 @@ def test_what_travels_is_ignored_and_the_devtree_is_a_commit(tmp_path):
     for repo in (main, work):
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (work / "a.txt").write_text("committed\n")
+    evidence = work / "benchmarks" / "results" / "gpu" / "lease" / "sweep.tar.xz"
+    evidence.parent.mkdir(parents=True)
+    evidence.write_bytes(b"records a device never needs")
     git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "add", "a.txt", "benchmarks"], check=True)
     subprocess.run([*git, "commit", "-qm", "one"], check=True)
     (work / "a.txt").write_text("not committed\n")
     r = sh(f"exclude_add {main} .devtree .sglang-whl && devtree_make {work} {main}", tmp_path)
@@ -305,6 +308,8 @@ def test_what_travels_is_ignored_and_the_devtree_is_a_commit(tmp_path):
     assert (main / ".devtree" / "a.txt").read_text() == "committed\n"
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert (main / ".devtree" / "COMMIT").read_text() == head
+    # Committed GPU evidence stays home: the 64 MiB a call may carry is the wheels' and code's.
+    assert not (main / ".devtree" / "benchmarks" / "results").exists()
     (main / ".sglang-whl").mkdir()
     (main / ".sglang-whl" / "part.0").write_bytes(b"x")
     untracked = subprocess.run(
