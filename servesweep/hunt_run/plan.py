@@ -132,9 +132,14 @@ def cost_lines(spec: hs.HuntSpec, state: hstate.HuntState) -> list[str]:
             f"if no arm gains, {at}; worst case {both([worst])} (every arm to boots.max)"
         )
     whole = [hstate.expected_case(spec, cv).boots for cv in cvs]
+    path = (
+        "every candidate kept, then one check round of all of them, each arm deciding as one "
+        "that gains nothing"
+        if spec.design == "screen"
+        else "each round adopting one candidate, its other arms gaining nothing"
+    )
     lines.append(
-        f"expected cost of the whole hunt: about {both(whole)}, {at}, on its longest path "
-        "(each round adopting one candidate, its other arms gaining nothing)"
+        f"expected cost of the whole hunt: about {both(whole)}, {at}, on its longest path ({path})"
     )
     if spec.budget_boots is not None or spec.budget_gpu_hours is not None:
         lines.append(

@@ -443,3 +443,4 @@ def test_the_screen_design_maps_onto_the_spec_and_its_budget_line_names_the_key(
     text = "\n".join(header(sweep, state))
     assert "design: screen: one pass over the candidates" in text
     assert "cost of the screen: 3 boots a variant (2 counted)" in text
+    assert "on its longest path (every candidate kept, then one check round of all" in text
