@@ -18,8 +18,9 @@ from servesweep.records import CellRecord
 from servesweep.sweep.config import Sweep, spec_hash
 from servesweep.sweep.hunt import SweepHunt
 from servesweep.sweep.layout import Paths
-from servesweep.sweep.plan import PlannedCell, plan_sweep
+from servesweep.sweep.plan import PlannedCell, earlier_records, plan_sweep
 from servesweep.sweep.plan_text import plan_json, render, write_text_and_json
+from servesweep.sweep.scatter_advice import scatter_advice, verdict_rows
 
 
 def current_records(sweep: Sweep, paths: Paths, keys) -> dict[BootKey, CellRecord]:
@@ -206,7 +207,12 @@ def write_hunt_plan(
     """A hunt's plan as text and JSON: where it stands, then its next boots as cells."""
     state, planned = plan_hunt(sweep, paths)
     order = "the reference's and each arm's boots interleaved, boot by boot"
-    text = render(planned, sweep_files, is_default, order=order)
+    # Where the last verdicts' scatter came from at the counted levels: more requests a
+    # boot before more boots where a boot's own measurements are most of it.
+    counted = {str(level) for level in cast(SweepHunt, sweep.hunt).levels}
+    rows = [r for r in verdict_rows(paths) if r.get("level") in counted]
+    advice = scatter_advice(rows, earlier_records(paths))
+    text = render(planned, sweep_files, is_default, order=order, advice=advice)
     first, rest = text.split("\n", 1)
     text = "\n".join([first, *header(sweep, state), rest])
     data = plan_json(planned, sweep_files, is_default)

@@ -2,6 +2,7 @@
 boot records (no Snakemake)."""
 
 import copy
+import csv
 import json
 import math
 import typing
@@ -359,6 +360,22 @@ def test_the_plan_reads_where_the_hunt_stands_from_the_records(tmp_path):
     text = write_hunt_plan(sweep, paths, ["s.yaml"], False, tmp_path / "p.txt", tmp_path / "p.json")
     order = "jobs run in this order: the reference's and each arm's boots interleaved, boot by boot"
     assert order in text.splitlines() and "every cell's first boot" not in text
+    assert "boot scatter comes from" not in text  # no verdicts yet: nothing to say
+    # The last verdicts split a counted level's scatter: at level 4 a boot's own requests
+    # are most of it, so the plan says to lengthen the level before adding boots; level 64
+    # is not the hunt's, so it is not advised on.
+    fields = ["level", "family", "components_from", "sigma_boot_pct", "sigma_within_pct"]
+    fields += ["per_boot", "within_share"]
+    with open(tmp_path / "results" / "verdicts.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(fields)
+        w.writerow(["4", "primary", "batches", "1.0", "20.0", "20", "0.95"])
+        w.writerow(["64", "primary", "batches", "1.0", "20.0", "20", "0.95"])
+    text = write_hunt_plan(sweep, paths, ["s.yaml"], False, tmp_path / "p.txt", tmp_path / "p.json")
+    advice = [line for line in text.splitlines() if line.startswith("  level ")]
+    assert len(advice) == 1 and advice[0].startswith("  level 4: σ_B 1.0 %"), advice
+    assert "95 % of a boot's scatter is its own measurements'" in advice[0]
+    assert "more measurements a boot would cut it more than more boots" in advice[0]
     # A record measured with another spec is not where the hunt stands.
     cfg = hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5)
     cfg["hunt"]["candidates"]["a"]["flags"]["speedup"] = 3
