@@ -27,6 +27,7 @@ with job_logger(sm.log[0]) as log:
             slo=sweep.raw.get("slo"),
             cost=sweep.raw.get("cost"),
             judging=judging_of(sweep),
+            repeats=sweep.repeats_rule,
         ),
         current_client_version=CLIENT_VERSION,
         correctness_csv=Path(sm.input.correctness),

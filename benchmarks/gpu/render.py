@@ -48,11 +48,14 @@ def main() -> None:
             sweep.analysis,
             slo=sweep.raw.get("slo"),
             cost=sweep.raw.get("cost"),
+            repeats=sweep.repeats_rule,
         ),
         current_client_version=CLIENT_VERSION,
         correctness_csv=names[2],
     )
-    print(f"{len(cells)} boots of {len(sweep.jobs)}: {len(summary)} rows, {len(verdicts)} verdicts")
+    first = len(sweep.jobs)  # the boots a fixed sweep plans, a staged one's first stage
+    counts = f"{len(summary)} rows, {len(verdicts)} verdicts"
+    print(f"{len(cells)} boots (planned first: {first}): {counts}")
     print(f"wrote {results}/report.html")
 
 

@@ -127,6 +127,11 @@ def validate(spec: HuntSpec) -> None:
         problems.append("design must be sequential or screen")
     if spec.screen_boots < 1:
         problems.append("screen_boots must be >= 1")
+    if spec.design == "screen" and not spec.ablate:
+        problems.append(
+            "design screen needs ablate: true (the screen keeps a candidate on its mean, and "
+            "only its ablation on fresh boots decides whether it stays); or design: sequential"
+        )
     if problems:
         raise ValueError("hunt spec: " + "; ".join(problems))
 

@@ -355,9 +355,11 @@ class Resolve(NamedTuple):
     """What the last verdicts ask for: boots per cell that would settle every unresolved
     comparison of the headline metric to ±analysis.resolve_pct."""
 
-    repeats: int  # benchmark.repeats to set
+    repeats: int  # benchmark.repeats to set (staged: its max)
     comparisons: int  # how many comparisons asked for more
-    extra_wall_s: float  # estimated time of the boots that would be added
+    extra_wall_s: float  # estimated time of the boots that would be added (staged: at most)
+    staged: bool = False  # repeats are staged: the max is what to raise
+    cap: int = 0  # the boots a cell gets now at most (fixed: all of them)
 
 
 def _primary(row: dict) -> bool:
@@ -376,13 +378,14 @@ def resolve_suggestion(sweep: Sweep, paths: Paths, planned: list[PlannedCell]) -
     except OSError:
         return None
     needed = [int(float(r["repeats_needed"])) for r in rows]
-    if not needed or max(needed) <= sweep.repeats:
+    rule = sweep.repeats_rule
+    if not needed or max(needed) <= rule.max:
         return None
     per_boot: dict[tuple, float] = {}
     for p in planned:
         per_boot.setdefault((p.stack, p.model, p.variant), p.estimate_s)
-    extra = (max(needed) - sweep.repeats) * sum(per_boot.values())
-    return Resolve(max(needed), len(needed), round(extra, 1))
+    extra = (max(needed) - rule.max) * sum(per_boot.values())
+    return Resolve(max(needed), len(needed), round(extra, 1), rule.staged, rule.max)
 
 
 DEFAULT_BOOT_CV = 0.05  # a `repeats: auto` plan's boot scatter where no verdicts say better

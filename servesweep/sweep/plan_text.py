@@ -117,12 +117,22 @@ def render(
     lines.append(tabulate(rows, headers=headers, tablefmt="simple"))
     lines += staged_text(staged)
     if resolve is not None:
-        lines += [
-            "",
+        unresolved = (
             f"The last verdicts: {resolve.comparisons} comparisons are not resolved to "
-            f"±{resolve_pct:g} %. Set benchmark.repeats: {resolve.repeats} to settle them; only "
-            f"the new boots run (about {duration(resolve.extra_wall_s)} more).",
-        ]
+            f"±{resolve_pct:g} %."
+        )
+        if resolve.staged:  # a fixed count would give every cell as many
+            todo = (
+                f" Raise benchmark.repeats max to {resolve.repeats} (now {resolve.cap}) to "
+                "settle them; the stages add boots only to the variants still open (at most "
+                f"about {duration(resolve.extra_wall_s)} more)."
+            )
+        else:
+            todo = (
+                f" Set benchmark.repeats: {resolve.repeats} to settle them; only the new boots "
+                f"run (about {duration(resolve.extra_wall_s)} more)."
+            )
+        lines += ["", unresolved + todo]
         if resolve.repeats > PRACTICAL_MAX_BOOTS:
             lines.append(
                 f"More than {PRACTICAL_MAX_BOOTS} boots a cell means the boots scatter more than "

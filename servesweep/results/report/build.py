@@ -10,7 +10,7 @@ the exact command with links to its records.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jinja2
 import pandas as pd
@@ -30,6 +30,9 @@ from servesweep.results.report.pareto import pareto_plot, pareto_points
 from servesweep.results.report.plots import metric_plot
 from servesweep.results.report.tables import ordered
 
+if TYPE_CHECKING:
+    from servesweep.sweep.stages import RepeatsRule
+
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 
 
@@ -43,6 +46,7 @@ class ReportSettings(NamedTuple):
     slo: dict | None = None  # the sweep's `slo:` (goodput is in summary.csv already)
     cost: dict | None = None  # the sweep's `cost:`
     judging: Judging | None = None  # how the verdicts were judged (default: from analysis)
+    repeats: RepeatsRule | None = None  # the sweep's boots: staged or fixed (None: fixed)
 
 
 def _order(names: list[str], found) -> list[str]:
@@ -198,7 +202,8 @@ def build_report(
         correctness=correctness_views.correctness_rows(answers),
         stack_lines=verdict_views.verdict_lines(verdicts, kind="stack"),
         stack_tables=verdict_views.stack_tables(verdicts),
-        hints=verdict_views.resolve_hints(verdicts, judging.resolve_pct),
+        hints=verdict_views.resolve_hints(verdicts, judging.resolve_pct, settings.repeats),
+        repeats_staged=bool(settings.repeats and settings.repeats.staged),
         plots=[p for p in plots if p],
         groups=views.group_tables(df, variants),
         latency_cols=[name for name, _ in views.LATENCY_COLS],

@@ -8,6 +8,7 @@ Plain dicts and strings for the template (which escapes everything); the numbers
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -23,6 +24,9 @@ from servesweep.results.judge.board import (
 )
 from servesweep.results.judge.verdicts import FASTER, INCONCLUSIVE, SAME, SLOWER, SMALL
 from servesweep.stats import PRACTICAL_MAX_BOOTS
+
+if TYPE_CHECKING:
+    from servesweep.sweep.stages import RepeatsRule
 
 # Template classes per verdict (colour).
 VERDICT_CLASS = {
@@ -280,10 +284,13 @@ def stack_tables(verdicts: pd.DataFrame) -> list[dict]:
     return out
 
 
-def resolve_hints(verdicts: pd.DataFrame, resolve_pct: float) -> list[str]:
+def resolve_hints(
+    verdicts: pd.DataFrame, resolve_pct: float, repeats: RepeatsRule | None = None
+) -> list[str]:
     """For every unsettled comparison of the primary family: the boots a side it needs,
     from the pooled scatter, or that no practical number (at most PRACTICAL_MAX_BOOTS, as
-    the plan says) would do."""
+    the plan says) would do. Under staged repeats (`repeats`, its max above its min) the
+    setting to raise is the stages' max, not a fixed count for every cell."""
     v = _objective(verdicts, "variant")
     v = v[v["verdict"] == SAME]
     hints = []
@@ -306,6 +313,20 @@ def resolve_hints(verdicts: pd.DataFrame, resolve_pct: float) -> list[str]:
                 f"{where}: more than {PRACTICAL_MAX_BOOTS} boots a side to settle ±{target:.0f} % "
                 f"({spread}): the boots scatter too much for repeats to cure; quieten the host"
             )
+        elif repeats is not None and repeats.staged:
+            needed = int(r.repeats_needed)
+            if needed > repeats.max:
+                hints.append(
+                    f"{where}: raise benchmark.repeats max to {needed} (now {repeats.max}) to "
+                    f"settle ±{target:.0f} % ({spread})"
+                )
+            else:
+                outcome = getattr(r, "stage_outcome", None)
+                why = f"the stages stopped it: {outcome}" if isinstance(outcome, str) else ""
+                hints.append(
+                    f"{where}: {needed} boots a side would settle ±{target:.0f} % ({spread}), "
+                    f"within repeats max {repeats.max}; {why or 'the stages stopped it'}"
+                )
         else:
             hints.append(
                 f"{where}: set benchmark.repeats: {int(r.repeats_needed)} to settle "

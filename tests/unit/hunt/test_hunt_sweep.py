@@ -455,6 +455,13 @@ def test_the_screen_design_maps_onto_the_spec_and_its_budget_line_names_the_key(
     assert "the screen's first step" in line
     with pytest.raises(ConfigError, match=r"^config: hunt.design: 'race' is not one of"):
         load(hunt_cfg(design="race"))
+    # The screen keeps on a mean: without its ablations nothing checks what it kept (the CPU
+    # example kept a +3.8 % below its δ of 5 % so), so the pair fails at load, in one line.
+    with pytest.raises(ConfigError) as e:
+        load(hunt_cfg(design="screen", ablate=False))
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("config: hunt: design screen needs ablate: true")
+    assert load(hunt_cfg(design="sequential", ablate=False)).hunt.spec.ablate is False
     sweep = load(hunt_cfg(design="screen", budget={"boots": 12}))
     state, _ = plan_hunt(sweep, Paths(tmp_path))
     text = "\n".join(header(sweep, state))

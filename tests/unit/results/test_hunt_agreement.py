@@ -29,6 +29,7 @@ def hunt_spec(boots: int, names=("big", "small", "null", "worse")):
             "boots_max": boots,
             "confirm": False,
             "ablate": False,
+            "design": "sequential",  # round 1 of its rounds
             "first_boot": "keep",  # as the table (first_boot keep below)
             "budget_boots": boots * (1 + len(names)) + 2,  # round 1 only (+ 2 retries)
         }

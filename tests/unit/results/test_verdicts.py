@@ -413,6 +413,34 @@ def test_the_report_and_the_plan_share_one_practical_number_of_boots():
     assert "no boot scatter to judge by" in none and "quieten" not in none
 
 
+def test_under_staged_repeats_the_hint_raises_the_stages_max_not_a_fixed_count():
+    """A staged sweep (`repeats: auto` or {min, max}) told 'set benchmark.repeats: 20' would
+    turn into 20 fixed boots for every cell: the hint names the stages' max instead, and
+    where the boots needed are within it, that the stages stopped it and how."""
+    from servesweep.sweep.stages import repeats_rule
+
+    row = {
+        "stack": "s", "model": "m", "variant": "v", "level": 1, "metric": "output_throughput",
+        "kind": "variant", "compared_stack": "s", "compared_variant": "baseline", "n": 4,
+        "n_ref": 4, "cv": 0.10, "cv_ref": 0.10, "delta_pct": 3.0, "delta_lo": -12.0,
+        "delta_hi": 20.0, "verdict": SAME, "family": PRIMARY, "df": 6, "variance": "pooled",
+    }  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {**row, "repeats_needed": 12, "stage_outcome": "cap"},
+            {**row, "level": 10, "repeats_needed": 5, "stage_outcome": "out of reach"},
+        ]
+    )
+    auto = repeats_rule("auto")  # min 2, max 6
+    above, within = verdict_views.resolve_hints(frame, 2.0, auto)
+    assert "raise benchmark.repeats max to 12 (now 6) to settle" in above
+    assert "set benchmark.repeats" not in above + within
+    assert "5 boots a side would settle" in within and within.endswith("stopped it: out of reach")
+    # Fixed repeats keep the fixed wording.
+    fixed, _ = verdict_views.resolve_hints(frame, 2.0, repeats_rule(3))
+    assert "set benchmark.repeats: 12 to settle" in fixed
+
+
 def test_a_significant_change_inside_the_margin_is_no_meaningful_change_in_words():
     base = [100.0, 100.2, 99.8, 100.1, 99.9]
     out = judge(rows("baseline", base), rows("v", [x + 1.0 for x in base]))

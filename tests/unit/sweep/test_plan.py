@@ -294,6 +294,19 @@ def test_the_plan_asks_for_the_boots_the_last_verdicts_need(tmp_path):
     assert "scatter more than repeats can cure" not in text
     many = resolve._replace(repeats=346)
     assert "scatter more than repeats can cure" in render(planned, ["s.yaml"], False, many)
+    # Staged repeats (auto: 2 to 6): the max is what to raise, a fixed count would give every
+    # cell as many; a need within the max is the stages' own to meet.
+    staged = load(sweep_config(repeats="auto"))
+    resolve = resolve_suggestion(staged, paths, plan_sweep(staged, paths))
+    assert (resolve.repeats, resolve.staged, resolve.cap) == (7, True, 6)
+    text = render(planned, ["s.yaml"], False, resolve)
+    assert "Raise benchmark.repeats max to 7 (now 6) to settle them" in text
+    assert "Set benchmark.repeats" not in text
+    (paths.results / "verdicts.csv").write_text(
+        "stack,model,variant,level,metric,family,repeats_needed\n"
+        "box,m,ep,1,output_throughput,primary,6\n"
+    )
+    assert resolve_suggestion(staged, paths, plan_sweep(staged, paths)) is None
 
 
 def test_the_correctness_pass_is_in_the_estimate(tmp_path):
