@@ -148,24 +148,37 @@ def plan_text(hunt: dict, plan: dict | None) -> str:
     return design_words(design, delta, alpha, number("power_at_delta"))
 
 
+SCREEN_STEP = (
+    "the screen: kept when its mean over the counted levels beats the reference's, a point "
+    "estimate with no interval; the checks below decide whether it stays"
+)
+
+
+def screened(hunt: dict) -> bool:
+    """Whether the hunt ran the screen design (hunt.json `design`; absent: sequential)."""
+    return hunt.get("design") == "screen"
+
+
 def round_views(hunt: dict) -> list[dict]:
     """Per round: the reference and its boots, each arm's row, what it adopted."""
     ledger = {r["round"]: r for r in hunt.get("ledger") or []}
     out = []
+    step = "Step" if screened(hunt) else "Round"  # the screen's search rounds are its steps
     for r in hunt.get("rounds") or []:
         spent = ledger.get(r["index"], {})
         measured = {(a["variant"], a.get("role")): a for a in spent.get("arms") or []}
         ref = spent.get("reference") or {}
+        screen_step = step == "Step" and r["kind"] == "search"
         out.append(
             {
-                "title": f"Round {r['index'] + 1}"
+                "title": f"{step if r['kind'] == 'search' else 'Round'} {r['index'] + 1}"
                 + (" (confirm and ablation)" if r["kind"] == "check" else ""),
                 "kind": r["kind"],
                 "reference": r["reference"],
                 "reference_boots": _reference_boots(
                     r.get("reference_boots"), ref, r.get("reference_uncounted")
                 ),
-                "plan": plan_text(hunt, r.get("plan")),
+                "plan": SCREEN_STEP if screen_step else plan_text(hunt, r.get("plan")),
                 "reference_wall_min": _minutes(ref.get("wall_s")),
                 "reference_gpu_hours": _hours(ref.get("gpu_hours")),
                 "arms": [_arm_row(a, r.get("adopted"), measured) for a in r["arms"]],
@@ -287,7 +300,7 @@ def gain_plot(hunt: dict) -> str | None:
     """The cumulative gain over the start, round by round, with intervals; the confirm's
     measured gain beside it. None when nothing was adopted."""
     steps, confirm = gain_path(hunt)
-    if not steps:
+    if not steps and not confirm:  # the screen's steps have no intervals: its confirm does
         return None
     fig = Figure(figsize=(7.5, 3.8))
     ax = fig.add_subplot()
@@ -295,7 +308,8 @@ def gain_plot(hunt: dict) -> str | None:
     xs = list(range(len(points)))
     ys = [p["gain"] for p in points]
     err = [[p["gain"] - p["low"] for p in points], [p["high"] - p["gain"] for p in points]]
-    ax.errorbar(xs, ys, yerr=err, marker="o", capsize=4, label="adopted, compounded")
+    label = "adopted, compounded" if steps else "start"
+    ax.errorbar(xs, ys, yerr=err, marker="o", capsize=4, label=label)
     labels = [p["label"] for p in points]
     if confirm:
         x = len(points)
@@ -393,11 +407,17 @@ def final_view(hunt: dict) -> dict:
 
 
 def path_text(hunt: dict) -> str:
-    """The path in one line: start → +adopted (round k) → …"""
+    """The path in one line: start → +adopted (round k) → …, then the final where the
+    checks left a member out (their ablation found it not needed)."""
+    word = "step" if screened(hunt) else "round"
     parts = [hunt["start"]]
     for r in hunt.get("rounds") or []:
         if r["kind"] == "search" and r.get("adopted"):
-            parts.append(f"+{r['adopted']} (round {r['index'] + 1})")
+            parts.append(f"+{r['adopted']} ({word} {r['index'] + 1})")
+    pruned = pruned_members(hunt)
+    if pruned:
+        final = (hunt.get("final") or {}).get("variant") or hunt["start"]
+        parts.append(f"final {final} (the checks left out {', '.join(pruned)}: not needed)")
     return " → ".join(parts)
 
 
@@ -416,6 +436,7 @@ def hunt_view(hunt: dict | None) -> dict | None:
         "alpha": objective.get("alpha"),
         "power": objective.get("power"),
         "first_boots": (hunt.get("first_boots") or {}).get("why"),
+        "screen": screened(hunt),
         "model": hunt.get("model"),
         "metric": objective.get("metric"),
         "direction": "higher" if objective.get("higher_is_better", True) else "lower",

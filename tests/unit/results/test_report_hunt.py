@@ -380,3 +380,32 @@ def test_the_screen_design_says_kept_on_a_mean_and_what_the_checks_left_out():
     assert (outcomes["more"]["outcome"], outcomes["more"]["cls"]) == ("left out", "warn")
     assert outcomes["more"]["why"].endswith("; round 6: not needed")
     assert outcomes["win"]["outcome"] == "adopted"
+
+
+def test_a_screen_hunt_reads_as_the_screen_in_the_report(tmp_path):
+    """The screen's steps are kept on a mean (no interval): the section says so in its own
+    words, titles its steps, charts the confirm (the gain to quote) and ends the path at the
+    final the checks left (here with `more` found not needed)."""
+    screen = hunt_json(make_spec(design="screen"))
+    screen["design"] = "screen"  # as steps.hunt_record writes it
+    screen["final_members"] = ["win"]
+    screen["final"]["variant"] = "baseline+win"
+    for r in screen["rounds"]:
+        for arm in r["arms"]:
+            if r["kind"] == "check" and arm["candidate"] == "more":
+                arm["verdict"] = "not needed"
+    view = hunt_views.hunt_view(screen)
+    assert view["path"] == (
+        "baseline → +win (step 1) → +more (step 5) → final baseline+win "
+        "(the checks left out more: not needed)"
+    )
+    assert [r["title"] for r in view["rounds"]][:2] == ["Step 1", "Step 2"]
+    assert view["rounds"][0]["plan"] == hunt_views.SCREEN_STEP
+    assert view["plot"] is not None  # the confirm, though no step has an interval
+    section = re.sub(r"\s+", " ", render_report(tmp_path, screen))
+    section = section[section.index('<h2 id="hunt">') : section.index('<h2 id="verdicts">')]
+    assert "<h3>Screen</h3>" in section and "<h3>Rounds</h3>" not in section
+    assert "the screen design: each step boots one candidate" in section
+    assert "kept <code>win</code>" in section and "adopted <code>" not in section
+    assert "(the screen's own steps have no intervals to compound)" in section
+    assert "left out" in section
