@@ -95,6 +95,8 @@ def verdict_words(arm: dict, adopted: str | None) -> tuple[str, str, str]:
             return "changes outputs", "failed", "its greedy answers differ from the start's"
         return "invalid", "failed", f"{reason}: no valid value (see Validity below)"
     if verdict == "adopt" and arm.get("role", "candidate") == "candidate":
+        if reason.startswith("screen: "):  # kept on its mean; the checks decide
+            return "kept", "ok", reason
         if arm["candidate"] == adopted:
             return "adopted", "ok", reason
         return "better, not chosen", "warn", f"{reason}; a larger lower bound won this round"

@@ -409,3 +409,5 @@ def test_a_screen_hunt_reads_as_the_screen_in_the_report(tmp_path):
     assert "kept <code>win</code>" in section and "adopted <code>" not in section
     assert "(the screen's own steps have no intervals to compound)" in section
     assert "left out" in section
+    assert "than 5 % (group-sequential tests, α 0.025 a check round) (docs/hunt.md)" in section
+    assert '<span class="pill ok">kept</span>' in section
