@@ -219,6 +219,7 @@ def candidate_outcomes(hunt: dict) -> list[dict]:
         for a in r["arms"]:
             last_arm[a["candidate"]] = (r, a)
     names = list(hunt.get("candidates") or {}) or list(last_arm)
+    step = "step" if screened(hunt) else "round"  # a search round's name in the report
     final = set(hunt.get("final_members", hunt.get("incumbent")) or [])
     ablations = {  # each member's last ablation: the check that kept or left it out
         a["candidate"]: (r, a)
@@ -235,7 +236,7 @@ def candidate_outcomes(hunt: dict) -> list[dict]:
         if adopted_in:
             r, a = last_arm[name]
             reason = a.get("reason") or ""
-            why = f"round {adopted_in[0]}: " + (
+            why = f"{step} {adopted_in[0]}: " + (
                 reason  # the screen keeps on a mean, with no interval
                 if reason.startswith("screen: ")
                 else f"{_pct(a.get('gain_pct'))} "
@@ -256,7 +257,7 @@ def candidate_outcomes(hunt: dict) -> list[dict]:
             word, cls, why = verdict_words(a, r.get("adopted"))
             if a["verdict"] == "adopt":  # better, but the hunt stopped before retrying it
                 word, cls = "not adopted", "warn"
-            row |= {"outcome": word, "cls": cls, "why": f"round {r['index'] + 1}: {why}"}
+            row |= {"outcome": word, "cls": cls, "why": f"{step} {r['index'] + 1}: {why}"}
         else:
             why = _never_tried(name, spec, hunt)
             never = why.split(":")[0] if why.startswith(("over budget", "not tried")) else None

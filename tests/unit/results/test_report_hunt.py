@@ -361,14 +361,15 @@ def test_the_screen_design_says_kept_on_a_mean_and_what_the_checks_left_out():
     interval, and stays only if its ablation shows it needed: a member the checks found not
     needed is 'left out', not 'adopted'."""
     screen = hunt_json(make_spec(design="screen"))
+    screen["design"] = "screen"  # as steps.hunt_record writes it
     outcomes = {c["candidate"]: c for c in hunt_views.candidate_outcomes(screen)}
     assert outcomes["win"]["outcome"] == outcomes["more"]["outcome"] == "adopted"
     assert re.fullmatch(
-        r"round 1: screen: kept, \+[\d.]+ % over baseline on the mean of 2 boots a side; "
+        r"step 1: screen: kept, \+[\d.]+ % over baseline on the mean of 2 boots a side; "
         r"round \d+: needed",
         outcomes["win"]["why"],
     )
-    assert outcomes["lose"]["why"].startswith("round 2: screen: not kept, -")
+    assert outcomes["lose"]["why"].startswith("step 2: screen: not kept, -")
     # The same record with `more` found not needed by its ablation: left out of the final.
     pruned = copy.deepcopy(screen)
     pruned["final_members"] = ["win"]
