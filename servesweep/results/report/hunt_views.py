@@ -301,7 +301,8 @@ def gain_path(hunt: dict) -> tuple[list[dict], dict | None]:
 
 def gain_plot(hunt: dict) -> str | None:
     """The cumulative gain over the start, round by round, with intervals; the confirm's
-    measured gain beside it. None when nothing was adopted."""
+    measured gain beside it (a screen's steps have no intervals: its confirm alone). None
+    when nothing was adopted and no confirm ran."""
     steps, confirm = gain_path(hunt)
     if not steps and not confirm:  # the screen's steps have no intervals: its confirm does
         return None
