@@ -211,7 +211,7 @@ def write_hunt_plan(
     # boot before more boots where a boot's own measurements are most of it.
     counted = {str(level) for level in cast(SweepHunt, sweep.hunt).levels}
     rows = [r for r in verdict_rows(paths) if r.get("level") in counted]
-    advice = scatter_advice(rows, earlier_records(paths))
+    advice = scatter_advice(rows, earlier_records(paths)) if rows else []  # no verdicts: no read
     text = render(planned, sweep_files, is_default, order=order, advice=advice)
     first, rest = text.split("\n", 1)
     text = "\n".join([first, *header(sweep, state), rest])

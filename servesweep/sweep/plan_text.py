@@ -232,7 +232,8 @@ def write_plan(
     planned = plan_sweep(sweep, paths)
     resolve = resolve_suggestion(sweep, paths, planned)
     staged = staged_costs(sweep, paths, planned)
-    advice = scatter_advice(verdict_rows(paths), earlier_records(paths))
+    records = earlier_records(paths)  # read once: the advice's costs and the machines
+    advice = scatter_advice(verdict_rows(paths), records)
     text = render(
         planned,
         sweep_files,
@@ -243,7 +244,7 @@ def write_plan(
         advice=advice,
     )
     data = plan_json(planned, sweep_files, is_default, resolve, staged)
-    elsewhere = elsewhere_note(earlier_records(paths), machine_facts())
+    elsewhere = elsewhere_note(records, machine_facts())
     if elsewhere:
         text += f"\nMachines: {elsewhere}\n"
     data["machines"] = elsewhere
