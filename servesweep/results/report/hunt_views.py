@@ -161,26 +161,32 @@ def screened(hunt: dict) -> bool:
     return hunt.get("design") == "screen"
 
 
+def search_word(hunt: dict) -> str:
+    """What the report calls a search round: the screen's are its steps."""
+    return "step" if screened(hunt) else "round"
+
+
 def round_views(hunt: dict) -> list[dict]:
     """Per round: the reference and its boots, each arm's row, what it adopted."""
     ledger = {r["round"]: r for r in hunt.get("ledger") or []}
     out = []
-    step = "Step" if screened(hunt) else "Round"  # the screen's search rounds are its steps
     for r in hunt.get("rounds") or []:
         spent = ledger.get(r["index"], {})
         measured = {(a["variant"], a.get("role")): a for a in spent.get("arms") or []}
         ref = spent.get("reference") or {}
-        screen_step = step == "Step" and r["kind"] == "search"
+        search = r["kind"] == "search"
         out.append(
             {
-                "title": f"{step if r['kind'] == 'search' else 'Round'} {r['index'] + 1}"
-                + (" (confirm and ablation)" if r["kind"] == "check" else ""),
+                "title": f"{(search_word(hunt) if search else 'round').capitalize()} "
+                f"{r['index'] + 1}" + ("" if search else " (confirm and ablation)"),
                 "kind": r["kind"],
                 "reference": r["reference"],
                 "reference_boots": _reference_boots(
                     r.get("reference_boots"), ref, r.get("reference_uncounted")
                 ),
-                "plan": SCREEN_STEP if screen_step else plan_text(hunt, r.get("plan")),
+                "plan": SCREEN_STEP
+                if search and screened(hunt)
+                else plan_text(hunt, r.get("plan")),
                 "reference_wall_min": _minutes(ref.get("wall_s")),
                 "reference_gpu_hours": _hours(ref.get("gpu_hours")),
                 "arms": [_arm_row(a, r.get("adopted"), measured) for a in r["arms"]],
@@ -219,7 +225,7 @@ def candidate_outcomes(hunt: dict) -> list[dict]:
         for a in r["arms"]:
             last_arm[a["candidate"]] = (r, a)
     names = list(hunt.get("candidates") or {}) or list(last_arm)
-    step = "step" if screened(hunt) else "round"  # a search round's name in the report
+    step = search_word(hunt)
     final = set(hunt.get("final_members", hunt.get("incumbent")) or [])
     ablations = {  # each member's last ablation: the check that kept or left it out
         a["candidate"]: (r, a)
@@ -413,7 +419,7 @@ def final_view(hunt: dict) -> dict:
 def path_text(hunt: dict) -> str:
     """The path in one line: start → +adopted (round k) → …, then the final where the
     checks left a member out (their ablation found it not needed)."""
-    word = "step" if screened(hunt) else "round"
+    word = search_word(hunt)
     parts = [hunt["start"]]
     for r in hunt.get("rounds") or []:
         if r["kind"] == "search" and r.get("adopted"):
