@@ -389,17 +389,23 @@ def test_repeats_needed_come_from_the_pooled_scatter():
     assert c.repeats_needed == n
 
 
+def unsettled_row(n: int, cv: float, **delta) -> dict:
+    """A primary verdicts.csv row at level 1 that did not settle: n boots a side, both
+    sides at CV `cv`, the Δ and its bounds in `delta` (delta_pct, delta_lo, delta_hi)."""
+    return {
+        "stack": "s", "model": "m", "variant": "v", "level": 1, "metric": "output_throughput",
+        "kind": "variant", "compared_stack": "s", "compared_variant": "baseline", "n": n,
+        "n_ref": n, "cv": cv, "cv_ref": cv, **delta, "verdict": SAME, "family": PRIMARY,
+        "df": 6, "variance": "pooled",
+    }  # fmt: skip
+
+
 def test_the_report_and_the_plan_share_one_practical_number_of_boots():
     from servesweep.stats import PRACTICAL_MAX_BOOTS
     from servesweep.sweep import plan_text
 
     assert plan_text.PRACTICAL_MAX_BOOTS is PRACTICAL_MAX_BOOTS == 20
-    row = {
-        "stack": "s", "model": "m", "variant": "v", "level": 1, "metric": "output_throughput",
-        "kind": "variant", "compared_stack": "s", "compared_variant": "baseline", "n": 2,
-        "n_ref": 2, "cv": 0.05, "cv_ref": 0.05, "delta_pct": 1.0, "delta_lo": -20.0,
-        "delta_hi": 22.0, "verdict": SAME, "family": PRIMARY, "df": 6, "variance": "pooled",
-    }  # fmt: skip
+    row = unsettled_row(n=2, cv=0.05, delta_pct=1.0, delta_lo=-20.0, delta_hi=22.0)
     frame = pd.DataFrame(
         [
             {**row, "repeats_needed": PRACTICAL_MAX_BOOTS},
@@ -419,12 +425,7 @@ def test_under_staged_repeats_the_hint_raises_the_stages_max_not_a_fixed_count()
     where the boots needed are within it, that the stages stopped it and how."""
     from servesweep.sweep.stages import repeats_rule
 
-    row = {
-        "stack": "s", "model": "m", "variant": "v", "level": 1, "metric": "output_throughput",
-        "kind": "variant", "compared_stack": "s", "compared_variant": "baseline", "n": 4,
-        "n_ref": 4, "cv": 0.10, "cv_ref": 0.10, "delta_pct": 3.0, "delta_lo": -12.0,
-        "delta_hi": 20.0, "verdict": SAME, "family": PRIMARY, "df": 6, "variance": "pooled",
-    }  # fmt: skip
+    row = unsettled_row(n=4, cv=0.10, delta_pct=3.0, delta_lo=-12.0, delta_hi=20.0)
     frame = pd.DataFrame(
         [
             {**row, "repeats_needed": 12, "stage_outcome": "cap"},
