@@ -16,7 +16,7 @@
 #   first    every cell's first boot (r0)
 #   sweep    the rest (config/examples/h200-ENGINE.yaml), results/report.html, the plan
 #   parity   benchmarks/gpu/ENGINE_parity.py run into parity/ (PARITY_ARGS: more arguments;
-#            one engine's: not with `engines`)
+#            under `engines`, PARITY_ENGINE's: sglang unless set)
 #   probe    vLLM only: the sweep's prompts chunk by chunk (vllm_stream_probe.py)
 #   pack     OUT/results.tar.xz, requests.tar.xz, parity.tar.xz, sweep.tar.xz (lib.sh
 #            results_pack) and OUT/gpu.txt: nvidia-smi after (no compute process expected)
@@ -57,13 +57,12 @@ for step in "$@"; do
     first) sm $(first_boots) ;;
     sweep) sm results/report.html results/plan.txt ;;
     parity)
-      [ "$ENGINE" != engines ] || {
-        echo "parity is one engine's (run.sh sglang|vllm ... parity)"
-        exit 2
-      }
+      # One engine's; under `engines` both stacks are installed, so PARITY_ENGINE picks.
+      pe=$ENGINE
+      [ "$pe" != engines ] || pe=${PARITY_ENGINE:-sglang}
       # shellcheck disable=SC2086
-      "$P" "benchmarks/gpu/${ENGINE}_parity.py" run --out-dir parity \
-        --out parity/"${ENGINE}_parity.json" ${PARITY_ARGS:-}
+      "$P" "benchmarks/gpu/${pe}_parity.py" run --out-dir parity \
+        --out parity/"${pe}_parity.json" ${PARITY_ARGS:-}
       ;;
     probe)
       [ "$ENGINE" != engines ] || {
