@@ -18,7 +18,7 @@ from servesweep.records import CellRecord
 from servesweep.sweep.config import Sweep, spec_hash
 from servesweep.sweep.hunt import SweepHunt
 from servesweep.sweep.layout import Paths
-from servesweep.sweep.plan import PlannedCell, earlier_records, plan_sweep
+from servesweep.sweep.plan import AssumedRates, PlannedCell, earlier_records, plan_sweep
 from servesweep.sweep.plan_text import plan_json, render, write_text_and_json
 from servesweep.sweep.scatter_advice import scatter_advice, verdict_rows
 
@@ -212,9 +212,10 @@ def write_hunt_plan(
     counted = {str(level) for level in cast(SweepHunt, sweep.hunt).levels}
     rows = [r for r in verdict_rows(paths) if r.get("level") in counted]
     advice = scatter_advice(rows, earlier_records(paths)) if rows else []  # no verdicts: no read
-    text = render(planned, sweep_files, is_default, order=order, advice=advice)
+    assumed = AssumedRates.of(sweep)
+    text = render(planned, sweep_files, is_default, order=order, advice=advice, assumed=assumed)
     first, rest = text.split("\n", 1)
     text = "\n".join([first, *header(sweep, state), rest])
-    data = plan_json(planned, sweep_files, is_default)
+    data = plan_json(planned, sweep_files, is_default, assumed=assumed)
     data["hunt"] = {"header": header(sweep, state)[:-1], "done": state.done}
     return write_text_and_json(text, data, out_txt, out_json)

@@ -51,6 +51,39 @@ DEFAULT_CELL_TOK_S = 2000.0  # ...and a server in all
 LEVEL_OVERHEAD_S = 1.0  # liveness probe, cache flush and records around each level
 DEFAULT_OUTPUT_TOKENS = 256  # a sharegpt workload that takes the reply's own length
 
+
+class AssumedRates(NamedTuple):
+    """What the plan assumes where no earlier record says better: the defaults above (a
+    CPU server's), or the sweep's own `plan_rates:` (a GPU sweep states what its engines
+    measured: config/examples/h200-*.yaml)."""
+
+    boot_s: float = DEFAULT_BOOT_S
+    teardown_s: float = DEFAULT_TEARDOWN_S
+    stream_tok_s: float = DEFAULT_STREAM_TOK_S
+    cell_tok_s: float = DEFAULT_CELL_TOK_S
+    stated: bool = False  # from the sweep's plan_rates
+
+    @classmethod
+    def of(cls, sweep: Sweep) -> AssumedRates:
+        stated = sweep.raw.get("plan_rates") or {}
+        names = {"boot_s": "boot_s", "teardown_s": "teardown_s"}
+        names |= {"stream_tok_s": "stream_tok_s", "server_tok_s": "cell_tok_s"}
+        given = {names[k]: float(v) for k, v in stated.items()}
+        return cls(**given, stated=bool(given)) if given else cls()
+
+    @property
+    def source(self) -> str:
+        """The estimate_from of a job these rates priced."""
+        return "plan_rates" if self.stated else "default rates"
+
+    def text(self) -> str:
+        return (
+            f"boot {self.boot_s:g} s, teardown {self.teardown_s:g} s, {self.stream_tok_s:g} "
+            f"output tok/s per stream up to {self.cell_tok_s:g} tok/s per server, "
+            f"{LEVEL_OVERHEAD_S:g} s around each level"
+        )
+
+
 RUN, KEEP = "run", "keep"
 
 
@@ -69,7 +102,7 @@ class PlannedCell(NamedTuple):
     env: dict[str, str]
     gpus: int
     estimate_s: float  # wall time of this boot
-    estimate_from: str  # "this cell's records", "<engine> records", "default rates"
+    estimate_from: str  # "this cell's records", "<engine> records", "plan_rates", "default rates"
 
 
 def changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -152,10 +185,14 @@ def _kept(prev: Read[CellRecord], failed: bool, where: str, retries: dict) -> tu
 ONE_STREAM = level_key(1)  # the correctness pass's rate: its prompts go one at a time
 
 
+DEFAULT_RATES = AssumedRates()
+
+
 class Rates:
     """What earlier records say about speed: per cell, and per engine."""
 
-    def __init__(self, cells: Iterable[dict]):
+    def __init__(self, cells: Iterable[dict], assumed: AssumedRates = DEFAULT_RATES):
+        self.assumed = assumed
         self.by_cell: dict[tuple, dict] = {}
         self.boot: dict[str, list[float]] = defaultdict(list)
         self.teardown: dict[str, list[float]] = defaultdict(list)
@@ -191,24 +228,24 @@ class Rates:
             if engine_values:
                 sources.append(f"{engine} records")
                 return statistics.median(engine_values)
-            sources.append("default rates")
+            sources.append(self.assumed.source)
             return default
 
         bench = spec["benchmark"]
         out_tokens = bench["workload"].get("output_tokens") or DEFAULT_OUTPUT_TOKENS
-        total = pick(own["boot"], self.boot.get(engine), DEFAULT_BOOT_S)
-        total += pick(own["teardown"], self.teardown.get(engine), DEFAULT_TEARDOWN_S)
+        assumed = self.assumed
+        total = pick(own["boot"], self.boot.get(engine), assumed.boot_s)
+        total += pick(own["teardown"], self.teardown.get(engine), assumed.teardown_s)
         for level in levels_of(bench):
             lkey = level.key
             requests = level_requests(bench, level).requests
             mine = own["tput"].get(lkey)
             # A rate level's in-flight count is the server's to decide: assume it keeps up.
             streams = requests if level.is_rate else min(level.value, requests)
-            default = streams * DEFAULT_STREAM_TOK_S
             rate = pick(
                 statistics.median(mine) if mine else None,
                 self.tput.get((engine, lkey)),
-                min(default, DEFAULT_CELL_TOK_S),
+                min(streams * assumed.stream_tok_s, assumed.cell_tok_s),
             )
             seconds = requests * out_tokens / rate
             if is_auto(bench):  # sends until precise enough: at most its time cap
@@ -219,10 +256,10 @@ class Rates:
         total += self._correctness_s(own, spec)
         # The weakest source used is the one to state (the correctness pass rides on the
         # level-1 rate, so it adds no source of its own).
-        for source in ("default rates", f"{engine} records", "this cell's records"):
+        for source in (assumed.source, f"{engine} records", "this cell's records"):
             if source in sources:
                 return total, source
-        return total, "default rates"
+        return total, assumed.source
 
     def _correctness_s(self, own: dict, spec: CellSpec) -> float:
         """The correctness pass: its prompts one at a time at the one-stream rate, then all
@@ -231,7 +268,7 @@ class Rates:
         if not pass_config:
             return 0.0
         one = own["tput"].get(ONE_STREAM) or self.tput.get((spec["engine"], ONE_STREAM))
-        rate = statistics.median(one) if one else DEFAULT_STREAM_TOK_S
+        rate = statistics.median(one) if one else self.assumed.stream_tok_s
         return 1.5 * pass_config["prompts"] * pass_config["max_tokens"] / rate
 
 
@@ -243,7 +280,7 @@ def earlier_records(paths: Paths) -> list[dict]:
 def plan_sweep(sweep: Sweep, paths: Paths, jobs: list | None = None) -> list[PlannedCell]:
     """Every run_cell job of the sweep (or `jobs`, e.g. a hunt's next boots), in the order
     they run (Sweep.jobs), with its state and estimate."""
-    rates = Rates(earlier_records(paths))
+    rates = Rates(earlier_records(paths), AssumedRates.of(sweep))
     manifests = {("stack", s): read_json(paths.stack_manifest(s)) for s in sweep.stacks} | {
         ("model", m): read_json(paths.model_manifest(m)) for m in sweep.models
     }

@@ -17,12 +17,10 @@ from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.config import Sweep
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.plan import (
-    DEFAULT_BOOT_S,
-    DEFAULT_CELL_TOK_S,
-    DEFAULT_STREAM_TOK_S,
-    DEFAULT_TEARDOWN_S,
+    DEFAULT_RATES,
     LEVEL_OVERHEAD_S,
     RUN,
+    AssumedRates,
     PlannedCell,
     Resolve,
     StagedCost,
@@ -61,14 +59,6 @@ def totals(planned: list[PlannedCell]) -> dict:
     }
 
 
-def defaults_text() -> str:
-    return (
-        f"without records: boot {DEFAULT_BOOT_S:g} s, teardown {DEFAULT_TEARDOWN_S:g} s, "
-        f"{DEFAULT_STREAM_TOK_S:g} output tok/s per stream up to {DEFAULT_CELL_TOK_S:g} tok/s "
-        f"per server, {LEVEL_OVERHEAD_S:g} s around each level"
-    )
-
-
 def render(
     planned: list[PlannedCell],
     sweep_files: list[str],
@@ -78,10 +68,12 @@ def render(
     order: str = "every cell's first boot, then every cell's second, ...",
     staged: Sequence[StagedCost] = (),
     advice: Sequence[str] = (),
+    assumed: AssumedRates = DEFAULT_RATES,
 ) -> str:
     """The plan as text: a header, the job table in the order the jobs run (`order` says
     which), then each cell's command and env (the same for all its boots)."""
     t = totals(planned)
+    fallback = "the sweep's plan_rates" if assumed.stated else "defaults"
     source = ", ".join(sweep_files) + (" (the default sweep)" if is_default else "")
     boots = t["jobs"] // t["cells"] if t["cells"] else 0
     lines = [
@@ -91,8 +83,8 @@ def render(
         f"to run: about {duration(t['wall_s'])} one job at a time, "
         f"{t['gpu_hours']:g} GPU-hours (whole sweep: {duration(t['whole_sweep_wall_s'])}, "
         f"{t['whole_sweep_gpu_hours']:g} GPU-hours)",
-        f"estimates from the cells' own records, else the same engine's, else defaults "
-        f"({defaults_text()})",
+        f"estimates from the cells' own records, else the same engine's, else "
+        f"{fallback} (without records: {assumed.text()})",
         f"jobs run in this order: {order}",
         "",
     ]
@@ -205,6 +197,7 @@ def plan_json(
     is_default: bool,
     resolve: Resolve | None = None,
     staged: Sequence[StagedCost] = (),
+    assumed: AssumedRates = DEFAULT_RATES,
 ) -> dict:
     return {
         "resolve": resolve._asdict() if resolve else None,
@@ -212,13 +205,7 @@ def plan_json(
         "sweep_files": sweep_files,
         "is_default": is_default,
         "client_version": CLIENT_VERSION,
-        "defaults": {
-            "boot_s": DEFAULT_BOOT_S,
-            "teardown_s": DEFAULT_TEARDOWN_S,
-            "stream_tok_s": DEFAULT_STREAM_TOK_S,
-            "cell_tok_s": DEFAULT_CELL_TOK_S,
-            "level_overhead_s": LEVEL_OVERHEAD_S,
-        },
+        "defaults": assumed._asdict() | {"level_overhead_s": LEVEL_OVERHEAD_S},
         "totals": totals(planned),
         "cells": [p._asdict() for p in planned],
     }
@@ -230,6 +217,7 @@ def write_plan(
     """Write the plan as text and JSON; return the text. (A hunt's plan is
     servesweep.hunt_run.plan.write_hunt_plan, on top of this module.)"""
     planned = plan_sweep(sweep, paths)
+    assumed = AssumedRates.of(sweep)
     resolve = resolve_suggestion(sweep, paths, planned)
     staged = staged_costs(sweep, paths, planned)
     records = earlier_records(paths)  # read once: the advice's costs and the machines
@@ -242,8 +230,9 @@ def write_plan(
         sweep.analysis["resolve_pct"],
         staged=staged,
         advice=advice,
+        assumed=assumed,
     )
-    data = plan_json(planned, sweep_files, is_default, resolve, staged)
+    data = plan_json(planned, sweep_files, is_default, resolve, staged, assumed)
     elsewhere = elsewhere_note(records, machine_facts())
     if elsewhere:
         text += f"\nMachines: {elsewhere}\n"

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from servesweep import CLIENT_VERSION
-from servesweep.sweep.config import load, spec_hash
+from servesweep.sweep.config import load, spec_hash, spec_json
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.plan import (
     DEFAULT_BOOT_S,
@@ -14,6 +14,7 @@ from servesweep.sweep.plan import (
     DEFAULT_STREAM_TOK_S,
     DEFAULT_TEARDOWN_S,
     LEVEL_OVERHEAD_S,
+    AssumedRates,
     cell_state,
     changed_keys,
     plan_sweep,
@@ -114,6 +115,29 @@ def test_a_new_sweep_runs_everything_at_default_rates(tmp_path):
     ]
     assert planned[1].command[-3:] == ["--tensor-parallel-size", "2", "--enable-expert-parallel"]
     assert planned[0].env == {"VLLM_SERVER_DEV_MODE": "1"}
+
+
+def test_a_sweeps_plan_rates_price_what_has_no_records_and_rerun_nothing(tmp_path):
+    stated = {"boot_s": 90, "teardown_s": 6, "stream_tok_s": 400, "server_tok_s": 8000}
+    sweep = load(sweep_config() | {"plan_rates": stated})
+    paths = Paths(tmp_path)
+    planned = plan_sweep(sweep, paths)
+    # By hand: 10 requests of 100 tokens at 400 tok/s; 100 at min(100 x 400, 8000).
+    expected = 90 + 6 + (10 * 100 / 400 + LEVEL_OVERHEAD_S) + (100 * 100 / 8000 + LEVEL_OVERHEAD_S)
+    assert planned[0].estimate_s == pytest.approx(expected, abs=0.1)
+    assert planned[0].estimate_from == "plan_rates"
+    text = render(planned, ["gpu.yaml"], False, assumed=AssumedRates.of(sweep))
+    assert "else the sweep's plan_rates (without records: boot 90 s, teardown 6 s, 400 " in text
+    # The plan's estimate only: the cells are the same cells.
+    plain = load(sweep_config())
+    for variant in ("baseline", "ep"):
+        mine, theirs = sweep.spec("box", "m", variant), plain.spec("box", "m", variant)
+        assert spec_json(mine) == spec_json(theirs)
+    # A cell's own records still come first.
+    manifests(paths)
+    write(paths, record(sweep, "baseline"))
+    base, ep = plan_sweep(sweep, paths)
+    assert (base.estimate_from, ep.estimate_from) == ("this cell's records", "vllm records")
 
 
 def test_measured_cells_are_kept_and_estimated_from_their_records(tmp_path):
