@@ -192,11 +192,17 @@ def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
     else:
         r = state.rounds[-1]
         arms = ", ".join(f"{a.candidate} ({a.verdict})" for a in r.arms)
+        # The screen's search rounds are its steps, each one candidate on the pass so far.
+        screen = s.design == "screen"
+        now = f"step {r.index + 1} of the screen" if screen and r.kind == "search" else None
+        now = now or (f"the checks (round {r.index + 1})" if r.kind == "check" else None)
         lines += [
-            f"now: round {r.index + 1} ({r.kind}), reference {r.reference}; arms: {arms}",
+            f"now: {now or f'round {r.index + 1} ({r.kind})'}, reference {r.reference}; "
+            f"arms: {arms}",
             f"worst case left: {_cost(state.worst_case_left)}" + _within(s, state),
-            f"next: {len(state.needed)} boots (the jobs below; later stages and rounds "
-            "follow from what these measure)",
+            f"next: {len(state.needed)} boots (the jobs below; later "
+            f"{'boots and steps' if screen else 'stages and rounds'} follow from what these "
+            "measure)",
         ]
     return lines + [""]
 

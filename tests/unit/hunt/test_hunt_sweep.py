@@ -354,6 +354,15 @@ def test_the_plan_reads_where_the_hunt_stands_from_the_records(tmp_path):
     text = "\n".join(header(sweep, state))
     assert f"spent so far: {len(first['needed'])} boots" in text
     assert f"worst case left: {second['worst_case_left']['boots']} boots" in text
+    assert "now: round 2 (search), reference baseline+a; arms: c" in text, text
+    assert "later stages and rounds follow" in text
+    # The same hunt as the screen, before its first boot: its search rounds are its steps.
+    cfg = hunt_cfg(boots={"min": 2, "max": 4, "stage": 2}, min_effect_pct=5)
+    screen = load(cfg | {"hunt": cfg["hunt"] | {"design": "screen"}})
+    fresh = Paths(tmp_path / "fresh")
+    text = "\n".join(header(screen, plan_hunt(screen, fresh)[0]))
+    assert "now: step 1 of the screen, reference baseline" in text, text
+    assert "round" not in text.split("now:")[1] and "later boots and steps follow" in text
     # The plan's text is the sweep's, told the order a hunt's jobs run in.
     from servesweep.hunt_run.plan import write_hunt_plan
 
