@@ -255,7 +255,7 @@ def compare(parity: Parity, run_dir: Path) -> dict:
         else:
             records = run_dir / "requests" / f"{path.stem}.requests.jsonl"
             if records.exists():
-                r.update(ours_derived(records))
+                r.update(ours_derived(records, int(level)))
         gauges_path = path.with_suffix(".gauges.json")
         gauges = json.loads(gauges_path.read_text()) if gauges_path.exists() else {"peaks": {}}
         entry = levels.setdefault(int(level), {"ours": {}, "theirs": {}})
@@ -293,11 +293,27 @@ def compare(parity: Parity, run_dir: Path) -> dict:
     return out
 
 
-def ours_derived(records_path: Path) -> dict:
+def ours_derived(records_path: Path, level: int) -> dict:
     records = [json.loads(line) for line in records_path.read_text().splitlines()]
     ok = [r for r in records if r["ok"] and not r["warmup"]]
     chunks = sum(len(r["chunk_times_ms"]) for r in ok)
-    return {"tokens_per_chunk": sum(r["output_tokens"] for r in ok) / chunks if chunks else None}
+    sent = [r["sent_s"] for r in records if not r["warmup"] and r.get("sent_s") is not None]
+    return {
+        "tokens_per_chunk": sum(r["output_tokens"] for r in ok) / chunks if chunks else None,
+        **first_wave_sent(sent, level),
+    }
+
+
+def first_wave_sent(sent: list[float], level: int) -> dict:
+    """How a client's first wave (its first `level` requests) reached the server: ms from
+    the first one's send to the wave's median and last one's (None where not recorded)."""
+    wave = sorted(sent)[:level]
+    if not wave:
+        return {"wave_sent_median_ms": None, "wave_sent_last_ms": None}
+    return {
+        "wave_sent_median_ms": 1000 * (statistics.median(wave) - wave[0]),
+        "wave_sent_last_ms": 1000 * (wave[-1] - wave[0]),
+    }
 
 
 def print_table(parity: Parity, result: dict) -> None:

@@ -7,7 +7,10 @@ bench_serving's own arguments, parsed and run by its own command-line entry
 (`sglang.benchmark.serving.cli_main`, what `python -m sglang.benchmark.serving` runs); its
 result line (with `--output-details`: every request's TTFT, ITLs, lengths, errors) is read
 from its `--output-file` and written to `out` as JSON, with `peer_cpu_s`: this process's
-CPU time over the run (the tokenizer and the dataset included). With "rows": true nothing
+CPU time over the run (the tokenizer and the dataset included), and `send_s`: when each
+measured request's clock started (its `start_time`, taken after its own aiohttp session is
+made, before the POST), in seconds from the first, in the order they started: how the
+client's wave reaches the server. With "rows": true nothing
 is sent: the prompts its dataset code would send for those arguments (its own seeding and
 sampling, `benchmark` stopped before the first request) go to `out` instead, as
 [{"prompt", "prompt_len", "output_len"}], so our client can send the very same ones.
@@ -20,6 +23,7 @@ without torch, as when this harness is checked against the scripted server off t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -56,6 +60,33 @@ def rows_of(argv: list[str]) -> list[dict]:
     ]
 
 
+@contextlib.contextmanager
+def timed(argv: list[str]):
+    """bench_serving's request function for argv's backend, wrapped while the block runs so
+    that every request's start_time is recorded; yields the list it fills (warm-up first)."""
+    backend = argv[argv.index("--backend") + 1]
+    starts: list[float] = []
+    real = serving.ASYNC_REQUEST_FUNCS[backend]
+
+    async def recording(*args, **kwargs):
+        output = await real(*args, **kwargs)
+        starts.append(output.start_time)
+        return output
+
+    serving.ASYNC_REQUEST_FUNCS[backend] = recording
+    try:
+        yield starts
+    finally:
+        serving.ASYNC_REQUEST_FUNCS[backend] = real
+
+
+def send_offsets(starts: list[float], warmups: int) -> list[float]:
+    """The measured requests' start times (the warm-up's dropped: they run first, to the
+    end, before any measured one starts) from the first, sorted."""
+    measured = sorted(starts)[warmups:]
+    return [round(t - measured[0], 6) for t in measured] if measured else []
+
+
 def serve_runs() -> None:
     print("PEER-READY", flush=True)
     for line in sys.stdin:
@@ -74,10 +105,14 @@ def serve_runs() -> None:
                     os.unlink(result_file)
                 cpu = time.process_time()
                 sys.argv = ["bench_serving", *argv, "--output-file", result_file]
-                serving.cli_main()
+                with timed(argv) as starts:
+                    serving.cli_main()
                 with open(result_file) as f:
                     result = json.loads(f.read().strip().splitlines()[-1])
                 result["peer_cpu_s"] = time.process_time() - cpu
+                flag = "--warmup-requests"
+                warmups = int(argv[argv.index(flag) + 1]) if flag in argv else 1
+                result["send_s"] = send_offsets(starts, warmups)
                 with open(job["out"], "w") as f:
                     json.dump(result, f)
             reply["ok"] = True

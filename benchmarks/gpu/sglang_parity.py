@@ -33,7 +33,7 @@ import json
 import urllib.request
 from pathlib import Path
 
-from engine_parity import ROOT, Parity, Peer, main
+from engine_parity import ROOT, Parity, Peer, first_wave_sent, main
 
 CONFIG = ROOT / "config" / "examples" / "h200-sglang.yaml"
 # (label, our level summary's field, bench_serving's result field or a derived one)
@@ -56,6 +56,9 @@ METRICS = [
     ("output tokens", "total_output_tokens", "total_output_tokens"),
     ("tokens per chunk", "tokens_per_chunk", "tokens_per_chunk"),
     ("client CPU s", "client_cpu_s", "client_cpu_s"),
+    # The first wave's sends (ours: `sent_s`; theirs: the peer's `send_s`), from its first.
+    ("wave sent: median ms", "wave_sent_median_ms", "wave_sent_median_ms"),
+    ("wave sent: last ms", "wave_sent_last_ms", "wave_sent_last_ms"),
 ]
 
 
@@ -122,6 +125,7 @@ def theirs_derived(r: dict) -> dict:
     return {
         "tokens_per_chunk": tokens / chunks if chunks else None,
         "client_cpu_s": r.get("peer_cpu_s"),
+        **first_wave_sent(r.get("send_s") or [], int(r.get("max_concurrency") or 1)),
     }
 
 
