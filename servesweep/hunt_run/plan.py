@@ -142,7 +142,16 @@ def cost_lines(spec: hs.HuntSpec, state: hstate.HuntState) -> list[str]:
     lines.append(
         f"expected cost of the whole hunt: about {both(whole)}, {at}, on its longest path ({path})"
     )
-    if spec.budget_boots is not None or spec.budget_gpu_hours is not None:
+    if (spec.budget_boots is not None or spec.budget_gpu_hours is not None) and (
+        spec.design == "screen"
+    ):
+        lines.append(
+            "the budget is granted step by step: a step is asked for only when its boots fit "
+            f"with the checks' first look kept back (the first step's: {hs.minimum_budget(spec)} "
+            "boots), and the pass ends at the first that does not; the checks then run on "
+            "what it kept, look by look, and decide what the bounds allow"
+        )
+    elif spec.budget_boots is not None or spec.budget_gpu_hours is not None:
         lines.append(
             f"the budget is granted look by look: a round starts when its first look fits "
             f"(round 1's, with the checks' first look kept back: {hs.minimum_budget(spec)} "

@@ -362,6 +362,9 @@ def test_the_plan_reads_where_the_hunt_stands_from_the_records(tmp_path):
     fresh = Paths(tmp_path / "fresh")
     text = "\n".join(header(screen, plan_hunt(screen, fresh)[0]))
     assert "now: step 1 of the screen, reference baseline" in text, text
+    budgeted = load(cfg | {"hunt": cfg["hunt"] | {"design": "screen", "budget": {"boots": 60}}})
+    text = "\n".join(header(budgeted, plan_hunt(budgeted, fresh)[0]))
+    assert "the budget is granted step by step" in text and "a round starts" not in text
     assert "round" not in text.split("now:")[1] and "later boots and steps follow" in text
     # The plan's text is the sweep's, told the order a hunt's jobs run in.
     from servesweep.hunt_run.plan import write_hunt_plan
