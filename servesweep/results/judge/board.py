@@ -113,6 +113,9 @@ class Boots(NamedTuple):
     # its requests); empty where unknown.
     in_boot: tuple[tuple[float, ...], ...] = ()
     sampling: tuple[tuple[float, int, int], ...] = ()
+    # Each valid boot's machine (summary.csv `machine`: servesweep.server.machine's key);
+    # empty where the summary has none.
+    machines: tuple[str | None, ...] = ()
 
     @property
     def logs(self) -> np.ndarray:
@@ -129,7 +132,18 @@ class Boots(NamedTuple):
             values=pick(self.values),
             in_boot=pick(self.in_boot),
             sampling=pick(self.sampling),
+            machines=pick(self.machines),
         )
+
+    def by_machine(self) -> dict[str, np.ndarray] | None:
+        """The boots' logs per machine (in first-seen order); None where a valid boot's
+        machine is unknown."""
+        if len(self.machines) != len(self.values) or any(m is None for m in self.machines):
+            return None
+        out: dict[str, list[float]] = {}
+        for machine, y in zip(self.machines, self.logs, strict=True):
+            out.setdefault(str(machine), []).append(float(y))
+        return {m: np.asarray(ys) for m, ys in out.items()}
 
 
 def _within_boot_cv(groups: list[list[float]]) -> float:
@@ -143,7 +157,7 @@ def _within_boot_cv(groups: list[list[float]]) -> float:
 
 def boot_values(rows: pd.DataFrame, column: str) -> Boots:
     """One (stack, model, variant, level)'s summary rows: each valid boot's mean value."""
-    groups, repeats, excluded, sampling = [], [], [], []
+    groups, repeats, excluded, sampling, machines = [], [], [], [], []
     for repeat, boot in rows.groupby("repeat", sort=True):
         valid = boot[boot["valid"].astype(bool)]
         values = pd.to_numeric(valid[column], errors="coerce").dropna().tolist()
@@ -151,6 +165,8 @@ def boot_values(rows: pd.DataFrame, column: str) -> Boots:
             groups.append(values)
             repeats.append(int(repeat))
             sampling.append(_sampling(valid))
+            known = valid["machine"].dropna().tolist() if "machine" in valid else []
+            machines.append(str(known[0]) if known else None)
         reasons = boot.loc[~boot["valid"].astype(bool), "invalid_reasons"].dropna().unique()
         excluded += [f"r{int(repeat)}: {r}" for r in reasons]
     return Boots(
@@ -161,6 +177,7 @@ def boot_values(rows: pd.DataFrame, column: str) -> Boots:
         "; ".join(excluded),
         tuple(tuple(float(v) for v in g) for g in groups),
         tuple(x for x in sampling if x is not None) if all(x is not None for x in sampling) else (),
+        tuple(machines),
     )
 
 
@@ -236,6 +253,24 @@ class Board(NamedTuple):
     agrees: dict[tuple, bool]  # (stack, model, variant) -> its scatter agrees with the rest
     ratios: dict[tuple, stats.ScatterRatio]  # (stack, model, variant) -> its scatter ratio
     components: dict[object, stats.VarianceComponents] = {}  # level -> sigma_B, sigma_W
+    # level -> scatter of every cell's boots about their own (cell, machine) mean, at the
+    # levels whose boots ran on more than one machine (the blocked comparisons' variance)
+    blocked: dict[object, stats.Scatter] = {}
+
+    def blocks(self, key: Key, ref_key: Key) -> tuple[list, list, list[str]] | None:
+        """Where a comparison's boots ran on more than one machine, each machine a block:
+        both sides' logs per machine that ran both (for stats.blocked_contrast), and each
+        machine that ran one side only (its boots tell nothing of the difference there).
+        None where the boots share one machine, a machine is unknown, or no machine ran
+        both sides (then the machine cannot be told from the variant)."""
+        mine, ref = self.boots[key].by_machine(), self.boots[ref_key].by_machine()
+        if mine is None or ref is None or len(set(mine) | set(ref)) < 2:
+            return None
+        both = [m for m in mine if m in ref]
+        if not both or key[3] not in self.blocked:
+            return None
+        alone = [m for m in (*mine, *ref) if m not in both]
+        return [mine[m] for m in both], [ref[m] for m in both], list(dict.fromkeys(alone))
 
     def side(self, key: Key) -> stats.SideVariance:
         """The variance a cell at a level is judged by: the pool's where its scatter
@@ -267,7 +302,21 @@ def build_board(boots: dict[Key, Boots]) -> Board:
         agrees[cell] = bool(stats.scatter_agrees(mine_s, rest_s))
     pooled = {lv: sum(1 for k, sc in own.items() if k[3] == lv and sc.df > 0) for lv in levels}
     components = {lv: level_components(boots, lv) for lv in levels}
-    return Board(boots, pools, pooled, own, agrees, ratios, components)
+    return Board(boots, pools, pooled, own, agrees, ratios, components, blocked_pools(boots))
+
+
+def blocked_pools(boots: Mapping[Key, Boots]) -> dict[object, stats.Scatter]:
+    """Per level whose boots (every one's machine known) ran on more than one machine: the
+    scatter of every cell's boots about their own (cell, machine) mean, pooled."""
+    out: dict[object, stats.Scatter] = {}
+    for lv in sorted({k[3] for k in boots}, key=float):
+        groups = [b.by_machine() for k, b in boots.items() if k[3] == lv]
+        if any(g is None for g in groups):
+            continue
+        machines = {m for g in groups if g for m in g}
+        if len(machines) >= 2:
+            out[lv] = stats.scatter([y for g in groups if g for y in g.values()], logs=True)
+    return out
 
 
 def first_boots(boots: dict[Key, Boots], rule: FirstBootRule) -> dict[object, FirstBootLevel]:

@@ -19,6 +19,12 @@ to a sweep's summary:
   `drop` leaves each cell's first boot (r0) out of the verdicts, `keep` never does, `auto`
   (default) drops it at a level whose contrast is significant (5 %) when every cell there
   keeps two boots after it, and otherwise keeps it and says so.
+- **Machines as blocks**: where a comparison's boots ran on more than one machine (a
+  sweep resumed elsewhere, leases on several hosts: summary.csv `machine`) and a machine
+  ran both sides, each machine is a block (`stats.blocked_contrast`): the sides' difference
+  on each such machine, weighted, with the scatter of the boots about their own (cell,
+  machine) mean; a machine's effect cancels instead of sitting in the Δ or the scatter.
+  Boots on a machine that ran one side only are named in `excluded`.
 - **Families**: the primary family is the objective metric (`analysis.objective`, or the
   hunt's) across the counted levels: Holm over those comparisons of one variant against
   its reference. Every other comparison (latency percentiles, the objective at a level not
@@ -238,7 +244,13 @@ def _comparison(
     first: Mapping[object, FirstBootLevel],
 ) -> Judged:
     mine, ref = board.boots[key], board.boots[ref_key]
-    c = stats.contrast(mine.logs, ref.logs, board.side(key), board.side(ref_key))
+    blocks = board.blocks(key, ref_key)
+    alone: list[str] = []
+    if blocks is not None:  # boots on several machines: each machine a block
+        mine_blocks, ref_blocks, alone = blocks
+        c = stats.blocked_contrast(mine_blocks, ref_blocks, board.blocked[key[3]])
+    else:
+        c = stats.contrast(mine.logs, ref.logs, board.side(key), board.side(ref_key))
     iv = c.interval()
     point, low, high = iv.pct()
     sd = [
@@ -270,7 +282,10 @@ def _comparison(
         verdict="",
         noisy=any(s > judging.noise_cv for s in sd if not math.isnan(s)),
         repeats_needed=None,
-        excluded="; ".join(x for x in (mine.excluded, ref.excluded) if x),
+        excluded="; ".join(
+            [x for x in (mine.excluded, ref.excluded) if x]
+            + [f"machine {m}: one side's boots only (no difference there)" for m in alone]
+        ),
         p_value=c.p,
         margin_pct=judging.margin(metric),
         family=judging.family(name, key[3]),

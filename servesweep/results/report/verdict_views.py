@@ -70,7 +70,11 @@ def basis(c) -> str:
     df = _num(c.df)
     if math.isnan(df):
         return f"{int(c.n)} / {int(c.n_ref)} boots, no scatter to judge by"
-    used = {"pooled": "pooled scatter", "own": "a side's own scatter"}.get(str(c.variance), "")
+    used = {
+        "pooled": "pooled scatter",
+        "own": "a side's own scatter",
+        "blocked": "each machine a block",
+    }.get(str(c.variance), "")
     return f"{int(c.n)} / {int(c.n_ref)} boots, df {df:.0f}, {used}"
 
 

@@ -5,6 +5,7 @@ import socket
 import sys
 import types
 
+import pandas as pd
 from fixtures.cells import SETTINGS, judge_sweep, write_sweep
 
 from servesweep.records import MachineGpu
@@ -70,6 +71,13 @@ def test_the_report_warns_when_a_tables_boots_come_from_two_machines(tmp_path):
     text = html.read_text()
     assert "Boots from more than one machine" in text
     assert f"2 machines (aaaaaaaaaaaa: {len(paths) - 1} boots, bbbbbbbbbbbb: 1 boot)" in text
+    # The baseline's boot on the other machine has no variant beside it: each comparison
+    # is blocked on the machine both ran, and names the lone boot's machine.
+    rows = pd.read_csv(verdicts)
+    rows = rows[(rows["variant"] == "cb") & (rows["n"] > 0)]  # the variant with valid boots
+    assert len(rows) and set(rows["variance"]) == {"blocked"}
+    assert rows["excluded"].str.contains("machine bbbbbbbbbbbb: one side's boots only").all()
+    assert set(rows["n_ref"]) == {1}  # the baseline's boot beside cb's, on aaaaaaaaaaaa
 
 
 def test_records_without_a_machine_say_nothing():
