@@ -1,16 +1,14 @@
 """Two or more leases of one sweep on different machines, judged with the machine as a block.
 
-The judge (servesweep.results.judge) pools every boot of an arm and so reads a host-to-host
-difference as boot scatter, or as the effect itself where an arm's boots sit on one machine.
-When every machine ran boots of both arms (docs/engines-h200.md: lease A on an H200, lease B
-on an H100, both engines interleaved on each), the machine can be a block instead: per level,
-least squares of log(metric) on the variant and the machine (additive: the machine's effect
-cancels), a t interval on the variant's coefficient, Holm over the levels. A second fit with
-the variant × machine interaction says whether the variant's effect differs between machines.
-
-This is an analysis of committed GPU evidence with an independent implementation
-(statsmodels' OLS, `pip install statsmodels`), not the judge: the judge has no machine block
-yet.
+The judge takes each machine as a block where a comparison's boots ran on several machines
+(servesweep.stats.blocked_contrast; benchmarks/gpu/render.py RUN_DIR CONFIG --more OTHER
+puts two leases in one report). This is the independent check of it on the GPU evidence:
+per level, least squares of log(metric) on the variant and the machine (statsmodels' OLS,
+`pip install statsmodels`; additive: the machine's effect cancels), a t interval on the
+variant's coefficient, Holm over the levels. Its estimate is the judge's; its σ² assumes one
+variant effect on every machine (the judge's lets each machine's pair keep its own means,
+one df fewer a machine). A second fit with the variant × machine interaction says whether
+the variant's effect differs between machines, which the judge does not test.
 
     python benchmarks/gpu/hosts_blocked.py config/examples/h200-engines.yaml RUN_DIR... \\
         [--variant vllm] [--metric output_throughput] [--out FILE.json]
