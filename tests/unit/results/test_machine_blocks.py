@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
+from fixtures.verdict_sim import summary_rows
 from scipy import stats as sps
 
 from servesweep import stats
@@ -82,27 +83,17 @@ def test_with_a_known_truth_the_interval_covers_it_and_the_machine_is_gone(cv):
     assert np.mean(pooled_bias) < -0.15  # the slow machine's −29 % in log, 3/5 of it
 
 
-def summary(values: dict, machines: dict | None = None, level=8) -> pd.DataFrame:
+def summary(values: dict, machines: dict | None = None) -> pd.DataFrame:
     """summary.csv rows: variant -> each boot's throughput; machines: variant -> each
     boot's machine key."""
     out = []
     for variant, vals in values.items():
-        for r, v in enumerate(vals):
-            row = {
-                "stack": "s",
-                "model": "m",
-                "variant": variant,
-                "repeat": r,
-                "level": level,
-                "in_boot": 0,
-                "status": "ok",
-                "valid": True,
-                "invalid_reasons": None,
-                "output_throughput": v,
-            }
-            if machines is not None:
-                row["machine"] = machines[variant][r]
-            out.append(row)
+        for row, machine in zip(
+            summary_rows(variant, vals),
+            (machines or {}).get(variant) or [None] * len(vals),
+            strict=True,
+        ):
+            out.append(row | ({"machine": machine} if machines is not None else {}))
     return pd.DataFrame(out)
 
 

@@ -8,6 +8,7 @@ import statistics
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures.verdict_sim import summary_rows as rows
 from scipy import stats as sps
 
 from servesweep.results.judge.board import PRIMARY, SECONDARY, Judging, Metric
@@ -35,26 +36,6 @@ ANALYSIS = {
     "first_boot": "keep",
 }
 THROUGHPUT = {"output_throughput": Metric("output_throughput", True)}
-
-
-def rows(variant, values, stack="s", level=8, valid=None, **extra):
-    valid = valid or [True] * len(values)
-    return [
-        {
-            "stack": stack,
-            "model": "m",
-            "variant": variant,
-            "repeat": r,
-            "level": level,
-            "in_boot": 0,
-            "status": "ok",
-            "valid": ok,
-            "invalid_reasons": None if ok else "client_bound: achieved concurrency 3",
-            "output_throughput": v,
-            **extra,
-        }
-        for r, (v, ok) in enumerate(zip(values, valid, strict=True))
-    ]
 
 
 def judge(*groups, stacks=("s",), metrics=THROUGHPUT, **analysis):
