@@ -88,12 +88,10 @@ def summary(values: dict, machines: dict | None = None) -> pd.DataFrame:
     boot's machine key."""
     out = []
     for variant, vals in values.items():
-        for row, machine in zip(
-            summary_rows(variant, vals),
-            (machines or {}).get(variant) or [None] * len(vals),
-            strict=True,
-        ):
-            out.append(row | ({"machine": machine} if machines is not None else {}))
+        rows = summary_rows(variant, vals)
+        if machines is not None:
+            rows = [r | {"machine": m} for r, m in zip(rows, machines[variant], strict=True)]
+        out += rows
     return pd.DataFrame(out)
 
 
