@@ -20,9 +20,8 @@ values and by simulation with known truth (tests/unit/results/test_stats.py):
   a side that fails it is judged by its own scatter ratio times the rest's variance
   (`scaled_side`; Welch–Satterthwaite for the comparison). The pool keeps every
   configuration: leaving the flagged ones out biases it low (A/A 7 % instead of 5 %);
-- `contrast`: one comparison's log difference, its standard error and degrees of freedom,
-  and which variance it used; `RatioInterval` its 95 % interval as a ratio;
-  `blocked_contrast` the same where the boots ran on several machines, each a block;
+- `contrast` (`blocked_contrast`: boots on several machines, each a block): one comparison's
+  log difference, its SE, df and the variance it used; `RatioInterval` its 95 % interval;
 - `holm`: Holm's step-down adjustment for a family of comparisons;
 - `first_boot_contrast`: first boots against later ones, pooled over configurations;
   `first_boot_scatter`: whether first boots deviate more than boots scatter, any sign;
@@ -369,28 +368,22 @@ def contrast(
 def blocked_contrast(
     a_blocks: Sequence[np.ndarray], b_blocks: Sequence[np.ndarray], pool: Scatter
 ) -> Contrast:
-    """One comparison whose boots ran on several machines, each machine a block: on each
-    machine that ran both sides, the difference of its two means; over the machines their
-    mean weighted by w = 1 / (1/n_a + 1/n_b). That is the least-squares estimate of the side
-    in y = mu + side + machine (a machine's effect cancels, however the boots fall), with
-    variance σ² / Σ w; σ² is `pool`, boots about their own (configuration, machine) mean,
-    with its df. Blocks where a side has no boot carry no difference and are skipped."""
-    pairs = [
-        (np.asarray(a, dtype=float), np.asarray(b, dtype=float))
-        for a, b in zip(a_blocks, b_blocks, strict=True)
-        if len(a) and len(b)
-    ]
-    n = sum(len(a) for a, _ in pairs)
-    n_ref = sum(len(b) for _, b in pairs)
+    """One comparison, each machine a block: on each machine that ran both sides, the
+    difference of their mean logs, weighted by w = 1/(1/n_a + 1/n_b): the least-squares side
+    effect in y = mu + side + machine (a machine's effect cancels), variance σ²/Σw with σ² =
+    `pool` (boots about their own (configuration, machine) mean). One-sided blocks: skipped."""
+    pairs = [(np.asarray(a), np.asarray(b)) for a, b in zip(a_blocks, b_blocks, strict=True)]
+    pairs = [(a, b) for a, b in pairs if len(a) and len(b)]
+    n, n_ref = sum(len(a) for a, _ in pairs), sum(len(b) for _, b in pairs)
     if not pairs:
         return Contrast(math.nan, math.nan, math.nan, "none", n, n_ref)
     w = np.array([1 / (1 / len(a) + 1 / len(b)) for a, b in pairs])
     d = np.array([a.mean() - b.mean() for a, b in pairs])
     estimate = float((w * d).sum() / w.sum())
-    df, variance = float(pool.df), float(pool.variance)
-    if not df > 0 or math.isnan(variance):
+    if not pool.df > 0 or math.isnan(float(pool.variance)):
         return Contrast(estimate, math.nan, math.nan, "none", n, n_ref)
-    return Contrast(estimate, math.sqrt(variance / w.sum()), df, "blocked", n, n_ref)
+    se = math.sqrt(float(pool.variance) / w.sum())
+    return Contrast(estimate, se, float(pool.df), "blocked", n, n_ref)
 
 
 def cell_interval(logs: np.ndarray, side: SideVariance) -> RatioInterval:
