@@ -65,11 +65,10 @@ class AssumedRates(NamedTuple):
 
     @classmethod
     def of(cls, sweep: Sweep) -> AssumedRates:
-        stated = sweep.raw.get("plan_rates") or {}
-        names = {"boot_s": "boot_s", "teardown_s": "teardown_s"}
-        names |= {"stream_tok_s": "stream_tok_s", "server_tok_s": "cell_tok_s"}
-        given = {names[k]: float(v) for k, v in stated.items()}
-        return cls(**given, stated=bool(given)) if given else cls()
+        given = {k: float(v) for k, v in (sweep.raw.get("plan_rates") or {}).items()}
+        if "server_tok_s" in given:  # the sweep file's name for a server's (a cell's) rate
+            given["cell_tok_s"] = given.pop("server_tok_s")
+        return cls(**given, stated=True) if given else DEFAULT_RATES
 
     @property
     def source(self) -> str:
@@ -83,6 +82,8 @@ class AssumedRates(NamedTuple):
             f"{LEVEL_OVERHEAD_S:g} s around each level"
         )
 
+
+DEFAULT_RATES = AssumedRates()
 
 RUN, KEEP = "run", "keep"
 
@@ -183,9 +184,6 @@ def _kept(prev: Read[CellRecord], failed: bool, where: str, retries: dict) -> tu
 
 
 ONE_STREAM = level_key(1)  # the correctness pass's rate: its prompts go one at a time
-
-
-DEFAULT_RATES = AssumedRates()
 
 
 class Rates:
