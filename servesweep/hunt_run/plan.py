@@ -142,22 +142,24 @@ def cost_lines(spec: hs.HuntSpec, state: hstate.HuntState) -> list[str]:
     lines.append(
         f"expected cost of the whole hunt: about {both(whole)}, {at}, on its longest path ({path})"
     )
-    if (spec.budget_boots is not None or spec.budget_gpu_hours is not None) and (
-        spec.design == "screen"
-    ):
-        lines.append(
+    if spec.budget_boots is None and spec.budget_gpu_hours is None:
+        return lines
+    least = hs.minimum_budget(spec)
+    if spec.design == "screen":
+        granted = (
             "the budget is granted step by step: a step is asked for only when its boots fit "
-            f"with the checks' first look kept back (the first step's: {hs.minimum_budget(spec)} "
-            "boots), and the pass ends at the first that does not; the checks then run on "
-            "what it kept, look by look, and decide what the bounds allow"
+            f"with the checks' first look kept back (the first step's: {least} boots), and "
+            "the pass ends at the first that does not; the checks then run on what it kept, "
+            "look by look, and decide what the bounds allow"
         )
-    elif spec.budget_boots is not None or spec.budget_gpu_hours is not None:
-        lines.append(
-            f"the budget is granted look by look: a round starts when its first look fits "
-            f"(round 1's, with the checks' first look kept back: {hs.minimum_budget(spec)} "
-            "boots), and the look it runs out at is the round's last: it decides what the "
-            "bounds allow and leaves the rest undecided"
+    else:
+        granted = (
+            "the budget is granted look by look: a round starts when its first look fits "
+            f"(round 1's, with the checks' first look kept back: {least} boots), and the "
+            "look it runs out at is the round's last: it decides what the bounds allow and "
+            "leaves the rest undecided"
         )
+    lines.append(granted)
     return lines
 
 
@@ -201,13 +203,15 @@ def header(sweep: Sweep, state: hstate.HuntState) -> list[str]:
     else:
         r = state.rounds[-1]
         arms = ", ".join(f"{a.candidate} ({a.verdict})" for a in r.arms)
-        # The screen's search rounds are its steps, each one candidate on the pass so far.
         screen = s.design == "screen"
-        now = f"step {r.index + 1} of the screen" if screen and r.kind == "search" else None
-        now = now or (f"the checks (round {r.index + 1})" if r.kind == "check" else None)
+        if r.kind == "check":
+            now = f"the checks (round {r.index + 1})"
+        elif screen:  # the screen's search rounds are its steps
+            now = f"step {r.index + 1} of the screen"
+        else:
+            now = f"round {r.index + 1} ({r.kind})"
         lines += [
-            f"now: {now or f'round {r.index + 1} ({r.kind})'}, reference {r.reference}; "
-            f"arms: {arms}",
+            f"now: {now}, reference {r.reference}; arms: {arms}",
             f"worst case left: {_cost(state.worst_case_left)}" + _within(s, state),
             f"next: {len(state.needed)} boots (the jobs below; later "
             f"{'boots and steps' if screen else 'stages and rounds'} follow from what these "
