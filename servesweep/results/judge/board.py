@@ -240,6 +240,15 @@ class FirstBootLevel(NamedTuple):
     why: str
 
 
+class Blocks(NamedTuple):
+    """One comparison with each machine a block (Board.blocks)."""
+
+    mine: list[np.ndarray]  # the side's logs on each machine that ran both sides
+    ref: list[np.ndarray]  # the reference's, on the same machines
+    pool: stats.Scatter  # the level's boots about their own (cell, machine) mean
+    alone: list[str]  # machines that ran one side only
+
+
 class Board(NamedTuple):
     """One metric over the sweep: each cell's boots at each level (first boots already
     dropped where decided), the pooled scatter per level of every configuration measured
@@ -255,22 +264,27 @@ class Board(NamedTuple):
     components: dict[object, stats.VarianceComponents] = {}  # level -> sigma_B, sigma_W
     # level -> scatter of every cell's boots about their own (cell, machine) mean, at the
     # levels whose boots ran on more than one machine (the blocked comparisons' variance)
-    blocked: dict[object, stats.Scatter] = {}
+    machine_pools: dict[object, stats.Scatter] = {}
 
-    def blocks(self, key: Key, ref_key: Key) -> tuple[list, list, list[str]] | None:
+    def blocks(self, key: Key, ref_key: Key) -> Blocks | None:
         """Where a comparison's boots ran on more than one machine, each machine a block:
-        both sides' logs per machine that ran both (for stats.blocked_contrast), and each
-        machine that ran one side only (its boots tell nothing of the difference there).
+        what stats.blocked_contrast takes, and each machine that ran one side only (its
+        boots tell nothing of the difference there).
         None where the boots share one machine, a machine is unknown, or no machine ran
         both sides (then the machine cannot be told from the variant)."""
         mine, ref = self.boots[key].by_machine(), self.boots[ref_key].by_machine()
         if mine is None or ref is None or len(set(mine) | set(ref)) < 2:
             return None
         both = [m for m in mine if m in ref]
-        if not both or key[3] not in self.blocked:
+        if not both or key[3] not in self.machine_pools:
             return None
         alone = [m for m in (*mine, *ref) if m not in both]
-        return [mine[m] for m in both], [ref[m] for m in both], list(dict.fromkeys(alone))
+        return Blocks(
+            [mine[m] for m in both],
+            [ref[m] for m in both],
+            self.machine_pools[key[3]],
+            list(dict.fromkeys(alone)),
+        )
 
     def side(self, key: Key) -> stats.SideVariance:
         """The variance a cell at a level is judged by: the pool's where its scatter
@@ -302,10 +316,10 @@ def build_board(boots: dict[Key, Boots]) -> Board:
         agrees[cell] = bool(stats.scatter_agrees(mine_s, rest_s))
     pooled = {lv: sum(1 for k, sc in own.items() if k[3] == lv and sc.df > 0) for lv in levels}
     components = {lv: level_components(boots, lv) for lv in levels}
-    return Board(boots, pools, pooled, own, agrees, ratios, components, blocked_pools(boots))
+    return Board(boots, pools, pooled, own, agrees, ratios, components, machine_pools(boots))
 
 
-def blocked_pools(boots: Mapping[Key, Boots]) -> dict[object, stats.Scatter]:
+def machine_pools(boots: Mapping[Key, Boots]) -> dict[object, stats.Scatter]:
     """Per level whose boots (every one's machine known) ran on more than one machine: the
     scatter of every cell's boots about their own (cell, machine) mean, pooled."""
     out: dict[object, stats.Scatter] = {}

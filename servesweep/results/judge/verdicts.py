@@ -245,12 +245,11 @@ def _comparison(
 ) -> Judged:
     mine, ref = board.boots[key], board.boots[ref_key]
     blocks = board.blocks(key, ref_key)
-    alone: list[str] = []
     if blocks is not None:  # boots on several machines: each machine a block
-        mine_blocks, ref_blocks, alone = blocks
-        c = stats.blocked_contrast(mine_blocks, ref_blocks, board.blocked[key[3]])
+        c = stats.blocked_contrast(blocks.mine, blocks.ref, blocks.pool)
     else:
         c = stats.contrast(mine.logs, ref.logs, board.side(key), board.side(ref_key))
+    alone = blocks.alone if blocks is not None else []
     iv = c.interval()
     point, low, high = iv.pct()
     sd = [
