@@ -364,11 +364,12 @@ def resources_changed(
 
 
 def state_digest(sweep: Sweep, paths: Paths) -> str:
-    """Changes whenever the plan would: the cells' specs and attempts, and the files the
-    plan reads (cell records, manifests), by size and modification time. A Snakemake
-    param of the plan rule, so the plan is rebuilt exactly when it would say something
-    else."""
+    """Changes whenever the plan would: the cells' specs and attempts, the rates it assumes
+    without records (`plan_rates`: in no spec), and the files the plan reads (cell
+    records, manifests), by size and modification time. A Snakemake param of the plan
+    rule, so the plan is rebuilt exactly when it would say something else."""
     parts = [CLIENT_VERSION, repr(sweep.hunt.spec) if sweep.hunt else ""]
+    parts.append(repr(AssumedRates.of(sweep)))
     specs = {cell: spec_hash(sweep.spec(*cell)) for cell in sweep.cells}
     for stack, model, variant, repeat in sweep.jobs:
         cell_json = paths.cell_json(stack, model, variant, repeat)

@@ -272,6 +272,9 @@ def test_the_digest_follows_specs_and_records(tmp_path):
     edited = sweep_config()
     edited["variants"]["ep"]["flags"]["x"] = 1
     assert state_digest(load(edited), paths) != second
+    # plan_rates are in no cell's spec, but the plan's estimates read them.
+    rated = load(sweep_config() | {"plan_rates": {"boot_s": 90}})
+    assert state_digest(rated, paths) != second
 
 
 def test_paths_are_the_workflows(tmp_path):
