@@ -228,9 +228,11 @@ class LevelSummary(LevelColumns, total=False):
     probe: bool  # a capacity-search probe (servesweep.capacity.search), not a configured level
     clock_origin_ns: int | None
     # num_prompts: auto only (servesweep.sizing): why the level stopped sending
-    stop_reason: str | None  # precision | cap | max_requests
+    stop_reason: str | None  # precision | cost_optimal | cap | max_requests
     stop_rse: float | None  # the throughput's relative standard error reached (a fraction)
     stop_batches: int  # batches counted by the stop rule (the first, discarded, not counted)
+    stop_target_rse: float | None  # precision.boot_cv_pct only: the cost-optimal RSE at the stop
+    boot_share_s: float | None  # likewise: the boot's start-up seconds a measured level
     # Rate levels only (servesweep.bench.arrivals.rate_figures):
     load: str  # "rate"
     max_concurrency: int | None

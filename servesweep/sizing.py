@@ -27,6 +27,19 @@ The `auto` stop rule, and why it does not bias the estimate:
   comes first ends the level (`stop_reason` cap / max_requests) and the summary records
   the RSE reached.
 
+The target, `rse_pct` (2 % unless set), or, where the sweep states its boots' own scatter
+(`precision.boot_cv_pct`, σ_B: the report's variance components give it), the cost-optimal
+length of Kalibera & Jones (`cost_optimal_per_boot`) read in seconds: n boots of a level
+that runs t seconds after a boot's share c_b of start-up cost n (c_b + t) and give a
+variance (σ_B² + v / t) / n, v / t being the level's own sampling variance (RSE²); the
+product is least at t² = c_b v / σ_B², that is where RSE² = σ_B² t / c_b. So the level
+stops (`stop_reason` cost_optimal) at the first batch boundary where RSE ≤ σ_B √(t / c_b):
+its sampling is then as large a share of a boot's variance as its seconds are of a boot's
+cost. No request count and no per-request cost enter (both are inside v and t). c_b is the
+boot's launch -> ready seconds over its measured levels (`servesweep.run.boot`): levels
+that scatter alike get exactly their part of the shared optimum (`stats.
+shared_boot_per_level`); t the measured phase's seconds so far.
+
 Measured on simulated levels with known truth (tests/unit/test_sizing.py): the stopped
 estimate's mean is within 0.5 % of the true throughput, and its RSE at the stop is the
 target's.
@@ -41,7 +54,7 @@ from typing import Any, Literal, NamedTuple, cast
 from servesweep.level import INF, Level
 
 MIN_BATCH_REQUESTS = 10  # requests in a batch at least (level 1 would batch single requests)
-StopReason = Literal["precision", "cap", "max_requests"]
+StopReason = Literal["precision", "cost_optimal", "cap", "max_requests"]
 
 
 class Precision(NamedTuple):
@@ -53,6 +66,7 @@ class Precision(NamedTuple):
     batch_requests: int = 0  # requests a batch; 0: max(level, MIN_BATCH_REQUESTS)
     max_s: float = 120.0  # the measured phase's time cap
     max_requests: int = 5000  # the measured phase's request cap
+    boot_cv_pct: float | None = None  # σ_B, %: stop at the cost-optimal length instead
 
     @classmethod
     def of(cls, benchmark: Mapping) -> Precision:
@@ -103,22 +117,59 @@ def batch_estimate(batches: Sequence[Batch], discard: int = 1) -> Estimate:
     return Estimate(ratio, se / ratio, k)
 
 
+def target_rse(rule: Precision, elapsed_s: float, boot_share_s: float | None) -> float | None:
+    """The RSE a level stops at (a fraction): `rse_pct`, or under `boot_cv_pct` the
+    cost-optimal one, σ_B √(t / c_b) (module doc); None without a boot cost (only the caps
+    stop it)."""
+    if rule.boot_cv_pct is None:
+        return rule.rse_pct / 100
+    if not boot_share_s or boot_share_s <= 0:
+        return None
+    return rule.boot_cv_pct / 100 * math.sqrt(max(elapsed_s, 0.0) / boot_share_s)
+
+
 def request_stop(
-    rule: Precision, batches: Sequence[Batch], elapsed_s: float, sent: int
+    rule: Precision,
+    batches: Sequence[Batch],
+    elapsed_s: float,
+    sent: int,
+    boot_share_s: float | None = None,
 ) -> RequestStop:
     """Whether a level under `num_prompts: auto` stops now: asked at each batch boundary
     (`batches`: every finished batch of the measured phase, the first included), and at
     any time for the caps (`elapsed_s`: seconds since the measured phase began; `sent`:
-    measured requests sent). Precision first: a level that reached its target as the cap
-    came says so."""
+    measured requests sent; `boot_share_s`: the boot's start-up seconds a measured level,
+    which the cost-optimal target needs). Precision first: a level that reached its target
+    as the cap came says so."""
     est = batch_estimate(batches)
-    if est.batches >= rule.min_batches and est.rse is not None and est.rse <= rule.rse_pct / 100:
-        return RequestStop(True, "precision", est)
+    target = target_rse(rule, elapsed_s, boot_share_s)
+    counted = est.batches >= rule.min_batches
+    if counted and est.rse is not None and target is not None and est.rse <= target:
+        return RequestStop(True, "precision" if rule.boot_cv_pct is None else "cost_optimal", est)
     if sent >= rule.max_requests:
         return RequestStop(True, "max_requests", est)
     if elapsed_s >= rule.max_s:
         return RequestStop(True, "cap", est)
     return RequestStop(False, None, est)
+
+
+def cost_optimal_per_boot(
+    between: float, within: float, boot_cost: float, measurement_cost: float
+) -> float:
+    """Measurements a boot (in-boot repeats, or requests) that minimise the cost of a given
+    precision of boot means (Kalibera & Jones, "Rigorous benchmarking in reasonable time",
+    ISMM 2013): n boots of r measurements cost n (c_boot + r c_meas) and give variance
+    (σ_B² + σ_W² / r) / n; the product is least at r = sqrt(c_boot / c_meas × σ_W² / σ_B²).
+    `within` is one measurement's σ_W² (per request where the measurement is a request).
+    inf where boots do not scatter (σ_B² = 0: one boot, as many measurements as the
+    precision asks); at least 1. nan without both components."""
+    if any(math.isnan(x) for x in (between, within, boot_cost, measurement_cost)):
+        return math.nan
+    if measurement_cost <= 0:
+        return math.inf
+    if between <= 0:
+        return math.inf if within > 0 else 1.0
+    return max(1.0, math.sqrt(boot_cost / measurement_cost * within / between))
 
 
 def is_auto(benchmark: Mapping) -> bool:

@@ -30,7 +30,7 @@ values and by simulation with known truth (tests/unit/results/test_stats.py):
 - `variance_components`: where a boot mean's scatter comes from, boot to boot (σ_B²) or
   within a boot (σ_W², one measurement's), by the nested one-way random-effects ANOVA
   pooled over configurations (or with σ_W² from a level's own time batches);
-  `cost_optimal_per_boot` (one level), `shared_boot_per_level` (a boot's levels together),
+  `shared_boot_per_level` (a boot's levels together; one level: `sizing.cost_optimal_per_boot`),
   `boots_for_half_width` and `plan_boots` what to spend next (Kalibera & Jones 2013);
 - `describe` and `welch`: plain summaries and Welch's interval on raw values (boot times,
   the capacity comparison).
@@ -44,6 +44,8 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
+
+from servesweep.sizing import cost_optimal_per_boot
 
 # What the maths takes: lists, or numpy arrays of the same shape.
 Values = Sequence[float] | np.ndarray
@@ -655,25 +657,6 @@ def components_from_sampling(
     return VarianceComponents(
         between, mean_v * per_boot, b_df, df_v, per_boot, "batches", boots, configurations
     )
-
-
-def cost_optimal_per_boot(
-    between: float, within: float, boot_cost: float, measurement_cost: float
-) -> float:
-    """Measurements a boot (in-boot repeats, or requests) that minimise the cost of a given
-    precision of boot means (Kalibera & Jones, "Rigorous benchmarking in reasonable time",
-    ISMM 2013): n boots of r measurements cost n (c_boot + r c_meas) and give variance
-    (σ_B² + σ_W² / r) / n; the product is least at r = sqrt(c_boot / c_meas × σ_W² / σ_B²).
-    `within` is one measurement's σ_W² (per request where the measurement is a request).
-    inf where boots do not scatter (σ_B² = 0: one boot, as many measurements as the
-    precision asks); at least 1. nan without both components."""
-    if any(math.isnan(x) for x in (between, within, boot_cost, measurement_cost)):
-        return math.nan
-    if measurement_cost <= 0:
-        return math.inf
-    if between <= 0:
-        return math.inf if within > 0 else 1.0
-    return max(1.0, math.sqrt(boot_cost / measurement_cost * within / between))
 
 
 def shared_boot_per_level(

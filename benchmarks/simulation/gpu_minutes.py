@@ -30,7 +30,7 @@ configuration; CV 5 %, requests 50 %).
   first, within 120 s and 5,000 requests; modelled here by the count it reaches,
   R = what σ_W² / R ≤ 2 %² needs, rounded up to batches and capped) × `repeats: auto`;
 - `auto-kj`: `repeats: auto` with R a level from the variance components by Kalibera &
-  Jones (`servesweep.stats.cost_optimal_per_boot`: r = √(C_BOOT / c_request × σ_W² / σ_B²),
+  Jones (`servesweep.sizing.cost_optimal_per_boot`: r = √(C_BOOT / c_request × σ_W² / σ_B²),
   at least R0's batches, capped as `auto`), the components known, as a previous sweep's
   verdicts.csv gives them (the plan's advice): an upper bound of what sizing R can buy;
 - `kj-2`, `kj-3`: 2 / 3 boots (fixed) with those requests: the requests' lever alone;
@@ -69,7 +69,7 @@ from typing import NamedTuple
 import numpy as np
 
 from benchmarks.support.record import write_result
-from servesweep import stats
+from servesweep import sizing, stats
 from servesweep.sizing import Precision
 from servesweep.sweep.stages import repeats_rule, stage_decisions
 from tests.fixtures.verdict_sim import judge_fast
@@ -133,7 +133,7 @@ def kj_requests(world: World) -> np.ndarray:
     `auto` is."""
     out = []
     for w, c, r0 in zip(world.within(), C_REQUEST, R0, strict=True):
-        r = stats.cost_optimal_per_boot(world.boot_cv**2, float(w), C_BOOT, c)
+        r = sizing.cost_optimal_per_boot(world.boot_cv**2, float(w), C_BOOT, c)
         cap = min(PRECISION.max_requests, PRECISION.max_s / c)
         out.append(float(min(max(r, r0), cap)))
     return np.asarray(out)

@@ -186,6 +186,7 @@ def run_level(
     schedule_s: list[float] | None = None,
     warmup_schedule_s: list[float] | None = None,
     precision: Precision | None = None,
+    boot_share_s: float | None = None,
 ) -> LevelSummary:
     """Run `warmup` requests (recorded with warmup: true, excluded from every statistic),
     then the rest with at most `concurrency` in flight; the measured requests start once
@@ -198,7 +199,9 @@ def run_level(
     cause hung; so does `cutoff` (time.monotonic: the job's time limit, less a margin) with
     cause time_limit. `precision` (num_prompts: auto, a concurrency level): the prompts are
     the most it may send, and the measured requests end when the stop rule says
-    (servesweep.sizing); the summary says why (stop_reason, stop_rse, stop_batches)."""
+    (servesweep.sizing; `boot_share_s`, the boot's start-up seconds a level, is what its
+    cost-optimal target weighs the level's seconds against); the summary says why
+    (stop_reason, stop_rse, stop_batches)."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     if not 0 <= warmup < len(prompts):
@@ -213,7 +216,8 @@ def run_level(
         )
         stopper = None
         if precision is not None:
-            stopper = PrecisionStop(precision, precision.batch_size(level), warmup)
+            size = precision.batch_size(level)
+            stopper = PrecisionStop(precision, size, warmup, boot_share_s)
         outcome = run_workers(
             configs, len(prompts), settings.stall_timeout_s, progress, label, cutoff, stopper
         )

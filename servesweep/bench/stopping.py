@@ -21,14 +21,17 @@ import time
 from collections.abc import Sequence
 
 from servesweep.bench.messages import Status
-from servesweep.sizing import Batch, Precision, RequestStop, request_stop
+from servesweep.sizing import Batch, Precision, RequestStop, request_stop, target_rse
 
 
 class PrecisionStop:
     """The stop rule over one level's measured phase, fed the workers' statuses."""
 
-    def __init__(self, rule: Precision, batch_requests: int, warmup: int):
+    def __init__(
+        self, rule: Precision, batch_requests: int, warmup: int, boot_share_s: float | None
+    ):
         self.rule, self.size, self.warmup = rule, batch_requests, warmup
+        self.boot_share_s = boot_share_s  # the cost-optimal target's c_b (sizing.target_rse)
         self.batches: list[Batch] = []
         self.answer: RequestStop | None = None
         self.start_s = self.mark_s = 0.0
@@ -58,18 +61,25 @@ class PrecisionStop:
             self.batches.append(Batch(events - self.mark_events, now - self.mark_s))
             self.mark_finished, self.mark_events, self.mark_s = finished, events, now
         if boundary or sent >= self.rule.max_requests or now - self.start_s >= self.rule.max_s:
-            self.answer = request_stop(self.rule, self.batches, now - self.start_s, sent)
+            elapsed = now - self.start_s
+            self.answer = request_stop(self.rule, self.batches, elapsed, sent, self.boot_share_s)
         return self.stopped
 
     def fields(self) -> dict:
         """The level summary's record of why it stopped."""
         answer = self.answer or request_stop(self.rule, self.batches, 0.0, 0)
         rse = answer.estimate.rse
-        return {
+        fields = {
             "stop_reason": answer.reason if answer.stop else None,
             "stop_rse": None if rse is None else round(rse, 5),
             "stop_batches": answer.estimate.batches,
         }
+        if self.rule.boot_cv_pct is not None:  # the cost-optimal target where it stopped
+            elapsed = self.mark_s - self.start_s
+            target = target_rse(self.rule, elapsed, self.boot_share_s)
+            fields["stop_target_rse"] = None if target is None else round(target, 5)
+            fields["boot_share_s"] = self.boot_share_s
+        return fields
 
 
 def end_claims(counter_path: str, phase: int, end: int) -> None:

@@ -302,6 +302,8 @@ class CellRun:
                 schedule_s=schedule,
                 warmup_schedule_s=warmup_schedule,
                 precision=Precision.of(bench) if is_auto(bench) else None,
+                # A boot's start-up, shared by its measured levels (sizing.target_rse).
+                boot_share_s=(self.record["boot_s"] or 0.0) / max(1, len(self.plan)),
             )
         summary["in_boot"] = in_boot
         if probe:

@@ -3,7 +3,7 @@ objective, the boots' scatter split into boot to boot (σ_B) and a boot's own me
 (σ_W / √R), from verdicts.csv's variance-component columns (`servesweep.stats.
 VarianceComponents`), and which is cheaper to add: more measurements in a boot (requests,
 or in-boot repeats) or more boots, by Kalibera & Jones' r = √(c_boot / c_meas × σ_W² / σ_B²)
-(`stats.cost_optimal_per_boot`) with the costs from the earlier records (the boots'
+(`sizing.cost_optimal_per_boot`) with the costs from the earlier records (the boots'
 `boot_s`, a level's seconds a request or a measurement). The plan prints it."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from servesweep import stats
 from servesweep.level import parse_value
+from servesweep.sizing import cost_optimal_per_boot
 
 
 def _num(x) -> float:
@@ -65,6 +65,15 @@ def scatter_advice(rows: Iterable[dict], records: Iterable[dict] = ()) -> list[s
         return []
     boot_s, costs = level_costs(records)
     lines = ["", "Where the last verdicts' boot scatter comes from (objective, each level):"]
+    split = [
+        _num(r.get("sigma_boot_pct")) for r in by_level.values() if r["components_from"] != "total"
+    ]
+    split = [b for b in split if b > 0]
+    if split:
+        lines.append(
+            "  num_prompts: auto can size each level from it: benchmark.precision.boot_cv_pct: "
+            f"{statistics.median(split):.1f} (the levels' median σ_B; servesweep/sizing.py)"
+        )
     for level in sorted(by_level, key=float):
         r = by_level[level]
         b, w = _num(r.get("sigma_boot_pct")), _num(r.get("sigma_within_pct"))
@@ -83,7 +92,7 @@ def scatter_advice(rows: Iterable[dict], records: Iterable[dict] = ()) -> list[s
         )
         seconds, requests = costs.get(level, (math.nan, math.nan))
         c_meas = seconds / requests if unit == "requests" else seconds
-        r_opt = stats.cost_optimal_per_boot((b / 100) ** 2, (w / 100) ** 2, boot_s, c_meas)
+        r_opt = cost_optimal_per_boot((b / 100) ** 2, (w / 100) ** 2, boot_s, c_meas)
         if math.isfinite(r_opt) and r_opt >= 1.5 * per_boot:
             text += f"; cheaper: about {r_opt:.0f} {unit} a boot before more boots"
         elif math.isfinite(r_opt) and r_opt <= per_boot / 1.5:

@@ -88,8 +88,10 @@ def test_the_ratio_estimators_se_matches_the_spread_of_its_estimates():
 
 def test_precision_defaults_are_the_schemas_and_auto_keeps_the_count_rule_apart():
     bench = yaml.safe_load(SCHEMA_PATH.read_text())["properties"]["benchmark"]["properties"]
-    schema = {k: v["default"] for k, v in bench["precision"]["properties"].items()}
-    assert schema == Precision()._asdict()
+    props = bench["precision"]["properties"]
+    schema = {k: v["default"] for k, v in props.items() if "default" in v}
+    given = {k: v for k, v in Precision()._asdict().items() if v is not None}
+    assert schema == given and "boot_cv_pct" in bench["precision"]["properties"]
     rule = {"per_level": 1, "min": 20, "max": 100000}
     assert [num_prompts(rule, Level.parse(c)) for c in (1, 10, 64)] == [20, 20, 64]
     auto = {"num_prompts": "auto", "precision": {"max_requests": 300}, "warmup": "auto"}
@@ -97,3 +99,40 @@ def test_precision_defaults_are_the_schemas_and_auto_keeps_the_count_rule_apart(
     assert warmup_requests(auto, Level.parse(64)) == 64
     assert Precision().batch_size(Level.parse(1)) == 10
     assert Precision().batch_size(Level.parse(64)) == 64
+
+
+def test_a_stated_boot_scatter_stops_a_level_at_its_cost_optimal_length():
+    # Truth: batches of mean 1 s and CV c, so a level of t seconds has a sampling variance
+    # c^2 / t (relative). With a boot's share c_b and boot scatter s_b, the length that
+    # minimises (c_b + t) (s_b^2 + c^2 / t) is found here by brute force over a grid, not
+    # from the rule's formula; the rule's median stop must land near it, longer where boots
+    # scatter less.
+    rng = np.random.default_rng(11)
+    c, c_b = 0.3, 60.0
+    grid = np.linspace(1.0, 2000.0, 200_000)
+    stops = {}
+    for s_b in (0.005, 0.02, 0.05):
+        best = grid[np.argmin((c_b + grid) * (s_b**2 + c**2 / grid))]
+        rule = Precision(boot_cv_pct=s_b * 100, min_batches=5, max_s=1e9, max_requests=10**9)
+        times = []
+        for _ in range(300):
+            sigma = math.sqrt(math.log1p(c**2))
+            batches, elapsed = [], 0.0
+            while True:
+                d = math.exp(rng.normal(-(sigma**2) / 2, sigma))
+                batches.append(Batch(TOKENS, d))
+                elapsed += d
+                stop = request_stop(rule, batches, elapsed, 20 * len(batches), c_b)
+                if stop.stop:
+                    break
+            assert stop.reason == "cost_optimal"
+            times.append(elapsed)
+        stops[s_b] = float(np.median(times))
+        floor = rule.min_batches + 1  # the rule never stops before its minimum
+        assert stops[s_b] == pytest.approx(max(best, floor), rel=0.3), (s_b, best)
+    assert stops[0.005] > 3 * stops[0.02] > 3 * stops[0.05] / 2
+    # Without the boot's cost the stated scatter gives no target: only the caps stop.
+    capped = request_stop(
+        Precision(boot_cv_pct=2.0, max_s=10.0), [Batch(TOKENS, 1.0)] * 20, 20.0, 400, None
+    )
+    assert capped.reason == "cap"

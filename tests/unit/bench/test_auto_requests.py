@@ -30,7 +30,7 @@ def prompts(n):
     return [Prompt(f"p{i} a b c", 4, 8) for i in range(n)]
 
 
-def level(server, tmp_path, n, precision=None, warmup=4):
+def level(server, tmp_path, n, precision=None, warmup=4, boot_share_s=None):
     path = tmp_path / f"r{time.monotonic_ns()}.jsonl"
     summary = run_level(
         ClientSettings(server.url),
@@ -41,6 +41,7 @@ def level(server, tmp_path, n, precision=None, warmup=4):
         Level("concurrency", 4),
         0,
         precision=precision,
+        boot_share_s=boot_share_s,
     )
     records = [json.loads(line) for line in path.read_text().splitlines()]
     return summary, [r for r in records if not r["warmup"]]
@@ -72,3 +73,18 @@ def test_the_caps_end_a_level_and_say_so(server, tmp_path):
     assert short["stop_reason"] == "max_requests"
     # It stops claiming at 40 sent; the 4 in flight then may not all have been counted yet.
     assert 40 <= len(measured) <= 44 and short["failed"] == 0
+
+
+def test_a_stated_boot_scatter_stops_at_the_cost_optimal_length(server, tmp_path):
+    # A boot's share of 2 s: where boots scatter 10 % a level stops once its sampling is
+    # that share's worth; where they scatter 0.2 % it runs longer (more requests). Batches
+    # of 7 requests, so that a batch is not one whole cycle of the script's TTFTs.
+    sent = {}
+    for cv in (10.0, 0.2):
+        rule = Precision(boot_cv_pct=cv, batch_requests=7, max_s=30.0, max_requests=5000)
+        auto, measured = level(server, tmp_path, rule.max_requests, rule, boot_share_s=2.0)
+        assert auto["stop_reason"] == "cost_optimal", auto["stop_reason"]
+        assert auto["boot_share_s"] == 2.0
+        assert auto["stop_rse"] <= auto["stop_target_rse"]
+        sent[cv] = len(measured)
+    assert sent[0.2] > 2 * sent[10.0], sent

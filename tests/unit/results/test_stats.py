@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from servesweep import stats
+from servesweep import sizing, stats
 
 
 @pytest.mark.parametrize(
@@ -292,11 +292,11 @@ def test_the_cost_optimal_measurements_a_boot_minimise_cost_times_variance():
     for s_b, s_w, c_b, c_m in [(0.01, 0.04, 120.0, 0.5), (0.001, 0.09, 60, 2), (0.04, 0.01, 30, 3)]:
         r = np.arange(1, 200_000)
         best = r[np.argmin((c_b + r * c_m) * (s_b + s_w / r))]
-        got = stats.cost_optimal_per_boot(s_b, s_w, c_b, c_m)
+        got = sizing.cost_optimal_per_boot(s_b, s_w, c_b, c_m)
         assert abs(got - best) <= 1 or got == pytest.approx(best, rel=0.01)
-    assert stats.cost_optimal_per_boot(0.0, 0.01, 100, 1) == math.inf
-    assert stats.cost_optimal_per_boot(0.04, 0.0001, 1, 1) == 1.0
-    assert math.isnan(stats.cost_optimal_per_boot(math.nan, 0.01, 1, 1))
+    assert sizing.cost_optimal_per_boot(0.0, 0.01, 100, 1) == math.inf
+    assert sizing.cost_optimal_per_boot(0.04, 0.0001, 1, 1) == 1.0
+    assert math.isnan(sizing.cost_optimal_per_boot(math.nan, 0.01, 1, 1))
 
 
 def test_plan_boots_sizes_boots_for_the_measurements_it_picks():
@@ -358,7 +358,7 @@ def test_shared_boot_per_level_minimises_cost_times_variance():
     u_best = u_grid[np.argmin(cost)]
     assert got == pytest.approx([wl / u_best for wl in w], rel=1e-3)
     one = stats.shared_boot_per_level(0.01, [0.04], 120.0, [0.5])
-    assert one[0] == pytest.approx(stats.cost_optimal_per_boot(0.01, 0.04, 120.0, 0.5))
+    assert one[0] == pytest.approx(sizing.cost_optimal_per_boot(0.01, 0.04, 120.0, 0.5))
     assert stats.shared_boot_per_level(0.0, [0.04], 1, [1]) == [math.inf]
 
 

@@ -2,7 +2,7 @@
 
 import math
 
-from servesweep import stats
+from servesweep import sizing
 from servesweep.sweep.scatter_advice import level_costs, scatter_advice
 
 
@@ -28,10 +28,12 @@ def test_costs_are_the_records_medians():
 def test_requests_dominate_the_plan_asks_for_more_requests_a_boot():
     # sigma_B 1 %, sigma_W 20 % a request, R 20: r = sqrt(70 / 2 x 0.04 / 0.0001) = 118.
     lines = scatter_advice([row(1, "batches", 1.0, 20.0, 20, 0.95)], RECORDS)
-    want = stats.cost_optimal_per_boot(0.0001, 0.04, 70.0, 2.0)
+    want = sizing.cost_optimal_per_boot(0.0001, 0.04, 70.0, 2.0)
     assert round(want) == 118
     assert f"about {want:.0f} requests a boot before more boots" in lines[-1]
     assert "σ_W/√R 4.5 %" in lines[-1] and "95 % of a boot's scatter" in lines[-1]
+    # What num_prompts: auto takes to size its levels from the boots' scatter.
+    assert "benchmark.precision.boot_cv_pct: 1.0 (the levels' median σ_B" in lines[2]
 
 
 def test_boots_dominate_the_plan_asks_for_boots():
@@ -42,4 +44,5 @@ def test_boots_dominate_the_plan_asks_for_boots():
 def test_only_the_total_says_how_to_measure_the_split():
     lines = scatter_advice([row(1, "total", 4.0, math.nan, 1, math.nan)])
     assert "boot scatter 4.0 %, not split" in lines[-1]
+    assert not any("boot_cv_pct" in line for line in lines)  # no split, no σ_B to give
     assert scatter_advice([]) == []
