@@ -37,7 +37,13 @@ configuration; CV 5 %, requests 50 %).
 - `kjs-2`, `kjs-3`: 2 / 3 boots with R from the components when one boot serves every
   level (`sweep_requests`: the boot's cost shared, every level sampled alike); and per
   world the ceiling of the requests' lever in this cost model (`requests_bound`);
-- `auto-kj-5`: the same with the stage rule's margin at 5 % (`stage_decisions(...,
+- `auto-stated`: `repeats: auto` × `num_prompts: auto` under `precision.boot_cv_pct` (the
+  product's cost-optimal stop, `servesweep.sizing.target_rse`) stating the world's σ_B: a
+  level stops at the first batch boundary where its counted requests reach r = √(c_b /
+  c_request × σ_W² / σ_B²), c_b = C_BOOT over the boot's 4 levels, after at least
+  min_batches batches (the discarded first batch sent too), capped as `auto`;
+  `auto-stated-x2`: σ_B stated twice the truth (a prior from a noisier machine);
+- `auto-kj-5`: the same as `auto-kj` with the stage rule's margin at 5 % (`stage_decisions(...,
   margin_pct=5)`: a variant stops adding boots once its interval lies within ±5 %, or
   beyond +5 %); the verdict stays the judge's at the 2 % margin. At 2 % the futility bound
   is out of reach in 6 boots at boot CV ≥ 2 %: what stops an unchanged variant early is the
@@ -126,6 +132,21 @@ def auto_requests(within: np.ndarray) -> np.ndarray:
         total = min((counted + 1) * batch, int(cap))
         out.append(max(total - batch, batch))
     return np.asarray(out, dtype=float)
+
+
+def stated_requests(world: World, stated_cv: float) -> np.ndarray:
+    """The requests `num_prompts: auto` sends a level under `precision.boot_cv_pct` (the
+    measured ones, the discarded first batch included): whole batches of max(10, level)
+    until the counted ones reach the cost-optimal r for the boot's share c_b, at least
+    min_batches counted, within the caps."""
+    out = []
+    for lv, w, c in zip(LEVELS, world.within(), C_REQUEST, strict=True):
+        batch = max(10, lv)
+        r = sizing.cost_optimal_per_boot(stated_cv**2, float(w), C_BOOT / len(LEVELS), c)
+        counted = max(PRECISION.min_batches, math.ceil(r / batch))
+        cap = min(PRECISION.max_requests, PRECISION.max_s / c)
+        out.append(float(min((counted + 1) * batch, int(cap))))
+    return np.asarray(out)
 
 
 def kj_requests(world: World) -> np.ndarray:
@@ -235,6 +256,8 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
             "auto": auto_requests(world.within()),
             "auto-kj": kj_requests(world),
             "auto-kj-5": kj_requests(world),
+            "auto-stated": stated_requests(world, world.boot_cv),
+            "auto-stated-x2": stated_requests(world, 2 * world.boot_cv),
         }[design]
     per_boot = boot_seconds(requests)
     out = {"requests": requests.round(0).tolist(), "boot_s": round(per_boot, 1)}
@@ -297,7 +320,7 @@ def main() -> None:
     rng = np.random.default_rng(20261205)
     designs = [*(f"fixed-{b}" for b in MATCH), "kj-2", "kj-3", "kjs-2", "kjs-3", "auto-boots"]
     designs += ["auto", "auto-kj"]
-    designs.append("auto-kj-5")
+    designs += ["auto-kj-5", "auto-stated", "auto-stated-x2"]
     rows = []
     print(
         f"{'world':<52} {'design':<10} {'GPU-min':>7} {'boots':>5} {'A/A':>5} "
@@ -333,6 +356,8 @@ def main() -> None:
             "auto",
             "auto-kj",
             "auto-kj-5",
+            "auto-stated",
+            "auto-stated-x2",
             "auto-boots",
             "kj-2",
             "kj-3",
