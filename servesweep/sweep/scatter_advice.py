@@ -65,14 +65,17 @@ def scatter_advice(rows: Iterable[dict], records: Iterable[dict] = ()) -> list[s
         return []
     boot_s, costs = level_costs(records)
     lines = ["", "Where the last verdicts' boot scatter comes from (objective, each level):"]
-    split = [
-        _num(r.get("sigma_boot_pct")) for r in by_level.values() if r["components_from"] != "total"
-    ]
-    split = [b for b in split if b > 0]
-    if split:
+    # What num_prompts: auto's cost-optimal stop takes (sizing.target_rse): σ_B where the
+    # components are split, else the boots' total scatter, which also holds the requests'
+    # sampling (so it overstates σ_B: shorter levels than the optimum).
+    sigmas = [_num(r.get("sigma_boot_pct")) for r in by_level.values()]
+    is_split = all(r["components_from"] != "total" for r in by_level.values())
+    sigmas = [b for b in sigmas if b > 0]
+    if sigmas:
+        what = "σ_B" if is_split else "boot scatter, requests' sampling included: above σ_B"
         lines.append(
             "  num_prompts: auto can size each level from it: benchmark.precision.boot_cv_pct: "
-            f"{statistics.median(split):.1f} (the levels' median σ_B; servesweep/sizing.py)"
+            f"{statistics.median(sigmas):.1f} (the levels' median {what}; servesweep/sizing.py)"
         )
     for level in sorted(by_level, key=float):
         r = by_level[level]

@@ -44,5 +44,6 @@ def test_boots_dominate_the_plan_asks_for_boots():
 def test_only_the_total_says_how_to_measure_the_split():
     lines = scatter_advice([row(1, "total", 4.0, math.nan, 1, math.nan)])
     assert "boot scatter 4.0 %, not split" in lines[-1]
-    assert not any("boot_cv_pct" in line for line in lines)  # no split, no σ_B to give
+    # Not split: the total, which holds the requests' sampling too, said so.
+    assert "boot_cv_pct: 4.0 (the levels' median boot scatter, requests' sampling" in lines[2]
     assert scatter_advice([]) == []
