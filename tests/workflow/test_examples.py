@@ -50,6 +50,7 @@ def test_the_examples_are_shipped():
         H200_VLLM_TUNER,
         "cpu-hunt.yaml",
         "h200-sglang-noise.yaml",
+        "h200-sglang-auto.yaml",
         H200_ENGINES_EXAMPLE,
     }
 
