@@ -41,7 +41,7 @@ configuration; CV 5 %, requests 50 %).
   product's cost-optimal stop, `servesweep.sizing.target_rse`) stating the world's σ_B: a
   level stops at the first batch boundary where its counted requests reach r = √(c_b /
   c_request × σ_W² / σ_B²), c_b = C_BOOT over the boot's 4 levels, after at least
-  min_batches batches (the discarded first batch sent too), capped as `auto`;
+  min_batches batches, counted and capped as `auto` (`sent_requests`);
   `auto-stated-x2`: σ_B stated twice the truth (a prior from a noisier machine);
 - `auto-kj-5`: the same as `auto-kj` with the stage rule's margin at 5 % (`stage_decisions(...,
   margin_pct=5)`: a variant stops adding boots once its interval lies within ±5 %, or
@@ -69,6 +69,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -118,35 +119,39 @@ def worlds() -> list[World]:
     return out
 
 
-def auto_requests(within: np.ndarray) -> np.ndarray:
-    """The requests `num_prompts: auto` reaches a level (its measured ones, the discarded
-    first batch included): batches of max(10, level) until σ_W² / counted ≤ RSE², at least
-    min_batches counted, within the caps."""
+def sent_requests(counted: Sequence[int]) -> np.ndarray:
+    """The requests `num_prompts: auto` sends a level that stops after `counted` batches of
+    max(10, level) past its discarded first, within the caps: what `auto` and
+    `auto-stated` are both charged for and sampled on (the counted batches' requests)."""
     out = []
-    for lv, w, c in zip(LEVELS, within, C_REQUEST, strict=True):
-        batch = (
-            PRECISION.batch_size_for(lv) if hasattr(PRECISION, "batch_size_for") else max(10, lv)
-        )
-        counted = max(PRECISION.min_batches, math.ceil(w / (PRECISION.rse_pct / 100) ** 2 / batch))
+    for lv, k, c in zip(LEVELS, counted, C_REQUEST, strict=True):
+        batch = max(10, lv)
         cap = min(PRECISION.max_requests, PRECISION.max_s / c)
-        total = min((counted + 1) * batch, int(cap))
+        total = min((k + 1) * batch, int(cap))
         out.append(max(total - batch, batch))
     return np.asarray(out, dtype=float)
 
 
+def auto_requests(within: np.ndarray) -> np.ndarray:
+    """`num_prompts: auto` at its RSE target: batches until σ_W² / counted ≤ RSE², at
+    least min_batches counted."""
+    rse2 = (PRECISION.rse_pct / 100) ** 2
+    return sent_requests(
+        [
+            max(PRECISION.min_batches, math.ceil(w / rse2 / max(10, lv)))
+            for lv, w in zip(LEVELS, within, strict=True)
+        ]
+    )
+
+
 def stated_requests(world: World, stated_cv: float) -> np.ndarray:
-    """The requests `num_prompts: auto` sends a level under `precision.boot_cv_pct` (the
-    measured ones, the discarded first batch included): whole batches of max(10, level)
-    until the counted ones reach the cost-optimal r for the boot's share c_b, at least
-    min_batches counted, within the caps."""
-    out = []
+    """`num_prompts: auto` under `precision.boot_cv_pct`: batches until the counted
+    requests reach the cost-optimal r for the boot's share c_b, at least min_batches."""
+    counted = []
     for lv, w, c in zip(LEVELS, world.within(), C_REQUEST, strict=True):
-        batch = max(10, lv)
         r = sizing.cost_optimal_per_boot(stated_cv**2, float(w), C_BOOT / len(LEVELS), c)
-        counted = max(PRECISION.min_batches, math.ceil(r / batch))
-        cap = min(PRECISION.max_requests, PRECISION.max_s / c)
-        out.append(float(min((counted + 1) * batch, int(cap))))
-    return np.asarray(out)
+        counted.append(max(PRECISION.min_batches, math.ceil(r / max(10, lv))))
+    return sent_requests(counted)
 
 
 def kj_requests(world: World) -> np.ndarray:
