@@ -18,9 +18,15 @@ The `auto` stop rule, and why it does not bias the estimate:
   error (RSE) se / R.
 - **A steady window**: the first batch (the ramp from an empty server to `level` in
   flight) is counted in no estimate of the rule.
-- **A minimum**: no stop for precision before `min_batches` counted batches (the variance
-  of a few batch means is itself too noisy to stop on: with 2 a lucky small spread stops
-  early, and early stops on a ratio are what bias it).
+- **A minimum**: no stop on the RSE's estimate before `min_batches` counted batches (the
+  variance of a few batch means is itself too noisy to stop on: with 2 a lucky small
+  spread stops early, and early stops on a ratio are what bias it). Before it a level
+  stops only where the RSE's one-sided upper 95 % bound is at the target (`rse_bound`:
+  the estimate × √((k − 1) / χ²₀.₀₅,ₖ₋₁), 4.42 / 2.92 × at 3 / 4 batches), so at each such
+  look a lucky spread stops it at most 5 % of the time where the true RSE is at the target,
+  and far less where it is above (0.3 % at 4x; not from 2 batches, whose 1 df stops 1 % of
+  levels 5x above the target: tests/unit/test_sizing.py). What it buys: a quiet level of
+  many streams stops after 4-5 waves, not `min_batches` + 1.
 - **Looks at batch boundaries only**: the rule is asked once per finished batch, never
   between, so a stop never cuts a batch.
 - **Caps**: the measured phase's seconds (`max_s`) and requests (`max_requests`); whichever
@@ -55,6 +61,10 @@ from servesweep.level import INF, Level
 
 MIN_BATCH_REQUESTS = 10  # requests in a batch at least (level 1 would batch single requests)
 StopReason = Literal["precision", "cost_optimal", "cap", "max_requests"]
+# χ²'s 5 % quantile at 1-10 degrees of freedom (scipy.stats.chi2.ppf(0.05, df); checked in
+# tests/unit/test_sizing.py); above 10, Wilson and Hilferty's cube (within 0.3 % there).
+CHI2_05 = (0.003932, 0.1026, 0.3518, 0.7107, 1.1455, 1.6354, 2.1673, 2.7326, 3.3251, 3.9403)
+Z_05 = -1.644854
 
 
 class Precision(NamedTuple):
@@ -117,6 +127,26 @@ def batch_estimate(batches: Sequence[Batch], discard: int = 1) -> Estimate:
     return Estimate(ratio, se / ratio, k)
 
 
+def chi2_05(df: int) -> float:
+    """χ²'s 5 % quantile at df degrees of freedom (df ≥ 1)."""
+    if df <= len(CHI2_05):
+        return CHI2_05[df - 1]
+    h = 2 / (9 * df)
+    return df * (1 - h + Z_05 * math.sqrt(h)) ** 3
+
+
+BOUND_MIN_BATCHES = 3  # counted batches before the bound may stop a level (module doc)
+
+
+def rse_bound(est: Estimate) -> float | None:
+    """The RSE's one-sided upper 95 % bound from k counted batches (k − 1 df: the batch
+    means taken as normal, the usual χ² interval of a standard deviation); None below 2."""
+    if est.rse is None or est.batches < 2:
+        return None
+    df = est.batches - 1
+    return est.rse * math.sqrt(df / chi2_05(df))
+
+
 def target_rse(rule: Precision, elapsed_s: float, boot_share_s: float | None) -> float | None:
     """The RSE a level stops at (a fraction): `rse_pct`, or under `boot_cv_pct` the
     cost-optimal one, σ_B √(t / c_b) (module doc); None without a boot cost (only the caps
@@ -140,12 +170,16 @@ def request_stop(
     any time for the caps (`elapsed_s`: seconds since the measured phase began; `sent`:
     measured requests sent; `boot_share_s`: the boot's start-up seconds a measured level,
     which the cost-optimal target needs). Precision first: a level that reached its target
-    as the cap came says so."""
+    as the cap came says so. At the target: the estimate after `min_batches` counted
+    batches, or its upper bound (`rse_bound`) after BOUND_MIN_BATCHES."""
     est = batch_estimate(batches)
     target = target_rse(rule, elapsed_s, boot_share_s)
-    counted = est.batches >= rule.min_batches
-    if counted and est.rse is not None and target is not None and est.rse <= target:
-        return RequestStop(True, "precision" if rule.boot_cv_pct is None else "cost_optimal", est)
+    bound = rse_bound(est) if est.batches >= BOUND_MIN_BATCHES else None
+    if target is not None and est.rse is not None:
+        estimate_at = est.batches >= rule.min_batches and est.rse <= target
+        if estimate_at or (bound is not None and bound <= target):
+            reason: StopReason = "precision" if rule.boot_cv_pct is None else "cost_optimal"
+            return RequestStop(True, reason, est)
     if sent >= rule.max_requests:
         return RequestStop(True, "max_requests", est)
     if elapsed_s >= rule.max_s:

@@ -12,9 +12,11 @@ from servesweep.sizing import (
     Batch,
     Precision,
     batch_estimate,
+    chi2_05,
     measured_requests,
     num_prompts,
     request_stop,
+    rse_bound,
     warmup_requests,
 )
 from servesweep.sweep.config import SCHEMA_PATH
@@ -44,7 +46,7 @@ def test_precision_stop_is_unbiased_and_reaches_its_target():
     ests, rses, sizes = [], [], []
     for _ in range(2000):
         stop, n = run_level(rule, rng, 1.0, 0.15)
-        assert stop.reason == "precision" and n >= rule.min_batches + 1
+        assert stop.reason == "precision" and n >= 4  # 3 counted (the bound) at least
         ests.append(stop.estimate.value)
         rses.append(stop.estimate.rse)
         sizes.append(n)
@@ -58,12 +60,25 @@ def test_precision_stop_is_unbiased_and_reaches_its_target():
     assert 0.01 < ests.std() / truth < 0.03
     # CV 15 % a batch: RSE 2 % needs about (0.15 / 0.02)^2 = 56 batches.
     assert 30 < np.median(sizes) < 90
+    # The bound's lucky stops before the minimum, with the true RSE 4-5x its target: rare
+    # (about 0.3 %; from 2 batches it would be 1 %).
+    assert np.mean(np.asarray(sizes) < rule.min_batches + 1) < 0.01
 
 
 def test_a_quiet_level_stops_at_the_minimum_and_a_noisy_one_at_the_cap():
     rng = np.random.default_rng(1)
+    # CV 1 % a batch: RSE about 0.5 % after 4 counted batches, whose upper bound (x 2.92)
+    # is at the 2 % target: the level stops before its 5 counted batches.
     quiet, n = run_level(Precision(min_batches=5, max_s=1e9), rng, 1.0, 0.01)
-    assert (quiet.reason, n) == ("precision", 6)  # 5 counted after the discarded first
+    assert quiet.reason == "precision" and 4 <= n <= 5  # 3-4 counted after the first
+    # Batches of 0.975 s and 1.025 s in turn: the bound never at the 2 % target before 5
+    # counted batches (3.2 % at 4), the estimate (1.2 %) at the fifth: 6 batches.
+    batches = [Batch(TOKENS, 2.0)]
+    for k in range(1, 8):
+        batches.append(Batch(TOKENS, 1 + 0.025 * (-1) ** k))
+        if request_stop(Precision(min_batches=5, max_s=1e9), batches, k, 20 * k).stop:
+            break
+    assert len(batches) == 6
     noisy, n = run_level(Precision(min_batches=5, max_s=30.0), rng, 1.0, 0.8)
     assert noisy.reason == "cap" and noisy.estimate.rse > 0.02
     many, n = run_level(Precision(min_batches=5, max_s=1e9, max_requests=200), rng, 1.0, 0.8)
@@ -136,3 +151,27 @@ def test_a_stated_boot_scatter_stops_a_level_at_its_cost_optimal_length():
         Precision(boot_cv_pct=2.0, max_s=10.0), [Batch(TOKENS, 1.0)] * 20, 20.0, 400, None
     )
     assert capped.reason == "cap"
+
+
+def test_the_rse_bound_is_chi2s_and_a_lucky_spread_stops_at_most_5_percent():
+    from scipy.stats import chi2
+
+    for df in range(1, 60):
+        assert chi2_05(df) == pytest.approx(chi2.ppf(0.05, df), rel=1e-3 if df <= 10 else 3e-3)
+    # Levels whose true RSE after k counted batches is exactly the target (batch seconds
+    # lognormal, CV 20 %): the bound is below it at most 5 % of the time (the estimate
+    # alone about half the time).
+    rng = np.random.default_rng(5)
+    cv = 0.2
+    sigma = math.sqrt(math.log1p(cv**2))
+    for k in (2, 3, 4, 8):
+        below_bound = below_estimate = 0
+        for _ in range(4000):
+            d = np.exp(rng.normal(-(sigma**2) / 2, sigma, k + 1))
+            est = batch_estimate([Batch(TOKENS, x) for x in d])
+            truth = cv / math.sqrt(k)  # the ratio's RSE over k batches of CV 20 %
+            below_bound += rse_bound(est) <= truth
+            below_estimate += est.rse <= truth
+        assert below_bound / 4000 < 0.075, k  # 0.05 and its Monte-Carlo error (0.0034)
+        assert below_estimate / 4000 > 0.4, k
+    assert rse_bound(batch_estimate([Batch(TOKENS, 1.0)] * 2)) is None  # one counted
