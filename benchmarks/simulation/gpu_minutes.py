@@ -26,9 +26,9 @@ configuration; CV 5 %, requests 50 %).
   stage_decisions`: Pocock-type group-sequential bounds from `servesweep.hunt.sequential`,
   futility at the 2 % margin, `out of reach` at 10 %, the cap) at the default requests;
 - `auto`: `num_prompts: auto` (`servesweep.sizing.Precision`'s defaults: stop at a
-  throughput RSE of 2 %, at least 5 batches of max(10, level) requests after a discarded
-  first, within 120 s and 5,000 requests; modelled here by the count it reaches,
-  R = what σ_W² / R ≤ 2 %² needs, rounded up to batches and capped) × `repeats: auto`;
+  throughput RSE of 2 %, the estimate after 5 batches of max(10, level) requests past a
+  discarded first or its upper 95 % bound after 3, within 120 s and 5,000 requests; the
+  product's own `request_stop` run on simulated batches, `stops`) × `repeats: auto`;
 - `auto-kj`: `repeats: auto` with R a level from the variance components by Kalibera &
   Jones (`servesweep.sizing.cost_optimal_per_boot`: r = √(C_BOOT / c_request × σ_W² / σ_B²),
   at least R0's batches, capped as `auto`), the components known, as a previous sweep's
@@ -38,11 +38,11 @@ configuration; CV 5 %, requests 50 %).
   level (`sweep_requests`: the boot's cost shared, every level sampled alike); and per
   world the ceiling of the requests' lever in this cost model (`requests_bound`);
 - `auto-stated`: `repeats: auto` × `num_prompts: auto` under `precision.boot_cv_pct` (the
-  product's cost-optimal stop, `servesweep.sizing.target_rse`) stating the world's σ_B: a
-  level stops at the first batch boundary where its counted requests reach r = √(c_b /
-  c_request × σ_W² / σ_B²), c_b = C_BOOT over the boot's 4 levels, after at least
-  min_batches batches, counted and capped as `auto` (`sent_requests`);
+  product's cost-optimal stop, `servesweep.sizing.target_rse`) stating the world's σ_B, c_b =
+  C_BOOT over the boot's 4 levels, run as `auto` is (`stops`);
   `auto-stated-x2`: σ_B stated twice the truth (a prior from a noisier machine);
+  `auto-stated-min5`: `auto-stated` without the upper-bound stop (the rule before it: the
+  estimate after `min_batches` only), the comparator of that stop;
 - `auto-kj-5`: the same as `auto-kj` with the stage rule's margin at 5 % (`stage_decisions(...,
   margin_pct=5)`: a variant stops adding boots once its interval lies within ±5 %, or
   beyond +5 %); the verdict stays the judge's at the 2 % margin. At 2 % the futility bound
@@ -119,39 +119,70 @@ def worlds() -> list[World]:
     return out
 
 
-def sent_requests(counted: Sequence[int]) -> np.ndarray:
-    """The requests `num_prompts: auto` sends a level that stops after `counted` batches of
-    max(10, level) past its discarded first, within the caps: what `auto` and
-    `auto-stated` are both charged for and sampled on (the counted batches' requests)."""
-    out = []
-    for lv, k, c in zip(LEVELS, counted, C_REQUEST, strict=True):
-        batch = max(10, lv)
-        cap = min(PRECISION.max_requests, PRECISION.max_s / c)
-        total = min((k + 1) * batch, int(cap))
-        out.append(max(total - batch, batch))
-    return np.asarray(out, dtype=float)
+class Sent(NamedTuple):
+    """What `num_prompts: auto` sends a level, over simulated levels: the mean counted
+    requests (what a boot is charged for) and their harmonic mean (what its sampling
+    variance σ_W² E[1/R] is drawn with; R varies boot to boot)."""
+
+    mean: np.ndarray
+    harmonic: np.ndarray
 
 
-def auto_requests(within: np.ndarray) -> np.ndarray:
-    """`num_prompts: auto` at its RSE target: batches until σ_W² / counted ≤ RSE², at
-    least min_batches counted."""
-    rse2 = (PRECISION.rse_pct / 100) ** 2
-    return sent_requests(
-        [
-            max(PRECISION.min_batches, math.ceil(w / rse2 / max(10, lv)))
-            for lv, w in zip(LEVELS, within, strict=True)
-        ]
+STOP_SIMS = 2000  # simulated levels per world and level for the stop's distribution
+
+
+def stops(world: World, stated_cv: float | None, bound: bool = True, seed: int = 0) -> Sent:
+    """What `auto` sends each level of a world's boot (`level_stops` with this benchmark's
+    levels and cost model; c_b = C_BOOT over the 4 levels)."""
+    return level_stops(
+        LEVELS, world.within(), C_REQUEST, stated_cv, C_BOOT / len(LEVELS), bound, seed
     )
 
 
-def stated_requests(world: World, stated_cv: float) -> np.ndarray:
-    """`num_prompts: auto` under `precision.boot_cv_pct`: batches until the counted
-    requests reach the cost-optimal r for the boot's share c_b, at least min_batches."""
-    counted = []
-    for lv, w, c in zip(LEVELS, world.within(), C_REQUEST, strict=True):
-        r = sizing.cost_optimal_per_boot(stated_cv**2, float(w), C_BOOT / len(LEVELS), c)
-        counted.append(max(PRECISION.min_batches, math.ceil(r / max(10, lv))))
-    return sent_requests(counted)
+def level_stops(
+    levels: Sequence[int],
+    within: Sequence[float],
+    c_request: Sequence[float],
+    stated_cv: float | None,
+    c_b: float,
+    bound: bool = True,
+    seed: int = 0,
+) -> Sent:
+    """The product's own stop rule (`servesweep.sizing.request_stop`) run on simulated
+    batches of max(10, level) requests, whose seconds scatter lognormally with a batch's
+    share of σ_W² (`within`, a request's; CV² = σ_W² / batch) and whose tokens are fixed;
+    the first batch is discarded as the rule does. `stated_cv`: `precision.boot_cv_pct`
+    (σ_B, a fraction) with the boot's share `c_b` seconds; None: the 2 % RSE rule. Counted
+    requests within the caps (`max_requests`, `max_s`), at least one batch. `bound=False`:
+    the rule as it was before its upper-bound stop (the estimate after `min_batches`
+    only): the comparator, in the same run."""
+    saved = sizing.BOUND_MIN_BATCHES
+    sizing.BOUND_MIN_BATCHES = saved if bound else 10**9
+    rng = np.random.default_rng(seed)
+    rule = PRECISION._replace(boot_cv_pct=None if stated_cv is None else stated_cv * 100)
+    mean, harmonic = [], []
+    try:
+        for lv, w, c in zip(levels, within, c_request, strict=True):
+            batch = max(10, lv)
+            sigma = math.sqrt(math.log1p(float(w) / batch))
+            counted = []
+            for _ in range(STOP_SIMS):
+                batches: list[sizing.Batch] = []
+                sent, elapsed = 0, 0.0
+                while True:
+                    d = batch * c * math.exp(rng.normal(-(sigma**2) / 2, sigma))
+                    batches.append(sizing.Batch(TOKENS * batch, d))
+                    sent += batch
+                    elapsed += d if len(batches) > 1 else 0.0
+                    if sizing.request_stop(rule, batches, elapsed, sent, c_b).stop:
+                        break
+                counted.append(max(min(sent, rule.max_requests) - batch, batch))
+            r = np.asarray(counted, dtype=float)
+            mean.append(r.mean())
+            harmonic.append(1 / np.mean(1 / r))
+    finally:
+        sizing.BOUND_MIN_BATCHES = saved
+    return Sent(np.asarray(mean), np.asarray(harmonic))
 
 
 def kj_requests(world: World) -> np.ndarray:
@@ -244,7 +275,11 @@ def staged(logs: np.ndarray, margin_pct: float = 2.0) -> tuple[np.ndarray, np.nd
     return have, words
 
 
+STATED = {"auto": None, "auto-stated": 1.0, "auto-stated-x2": 2.0, "auto-stated-min5": 1.0}
+
+
 def run_design(rng, world: World, design: str, sims: int) -> dict:
+    sampled = None  # the requests a boot's sampling is drawn with, where not `requests`
     if design.startswith("fixed"):
         boots = int(design.split("-")[1])
         requests = np.asarray(R0, dtype=float)
@@ -254,20 +289,18 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
     elif design.startswith("kjs-"):  # fixed boots, requests with the boot shared by levels
         boots = int(design.split("-")[1])
         requests = sweep_requests(world)
-    else:
+    elif design.startswith("auto-kj") or design == "auto-boots":
         boots = RULE.max
-        requests = {
-            "auto-boots": np.asarray(R0, dtype=float),
-            "auto": auto_requests(world.within()),
-            "auto-kj": kj_requests(world),
-            "auto-kj-5": kj_requests(world),
-            "auto-stated": stated_requests(world, world.boot_cv),
-            "auto-stated-x2": stated_requests(world, 2 * world.boot_cv),
-        }[design]
+        requests = np.asarray(R0, dtype=float) if design == "auto-boots" else kj_requests(world)
+    else:  # num_prompts: auto, the product's stop rule simulated (`stops`)
+        boots = RULE.max
+        x = STATED[design]
+        sent = stops(world, None if x is None else x * world.boot_cv, design != "auto-stated-min5")
+        requests, sampled = sent.mean, sent.harmonic
     per_boot = boot_seconds(requests)
     out = {"requests": requests.round(0).tolist(), "boot_s": round(per_boot, 1)}
     for label, truths in [("aa", [0.0] * K), *((f"+{e:.0%}", [0, e, 0, 0, 0]) for e in EFFECTS)]:
-        logs = draw(rng, world, sims, boots, truths, requests)
+        logs = draw(rng, world, sims, boots, truths, requests if sampled is None else sampled)
         if design.startswith(("fixed", "kj-", "kjs-")):
             have = np.full((sims, K), boots)
         else:
@@ -325,7 +358,7 @@ def main() -> None:
     rng = np.random.default_rng(20261205)
     designs = [*(f"fixed-{b}" for b in MATCH), "kj-2", "kj-3", "kjs-2", "kjs-3", "auto-boots"]
     designs += ["auto", "auto-kj"]
-    designs += ["auto-kj-5", "auto-stated", "auto-stated-x2"]
+    designs += ["auto-kj-5", "auto-stated", "auto-stated-x2", "auto-stated-min5"]
     rows = []
     print(
         f"{'world':<52} {'design':<10} {'GPU-min':>7} {'boots':>5} {'A/A':>5} "
@@ -363,6 +396,7 @@ def main() -> None:
             "auto-kj-5",
             "auto-stated",
             "auto-stated-x2",
+            "auto-stated-min5",
             "auto-boots",
             "kj-2",
             "kj-3",
