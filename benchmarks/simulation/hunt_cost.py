@@ -16,7 +16,23 @@ true value by lognormal noise of the scenario's CV; a crashing set's boot costs 
 Scenarios (the noise users have): boot CV 2, 5 and 10 %; first boots (a configuration's
 first boot slower by 10-70 % at one level, drawn per configuration, CV 2 %); a noisy arm
 (every set with the null candidate scatters 3x, CV 2 %); drift (the machine's speed a
-random walk, 2 % a step every 10 boots, CV 2 %).
+random walk, 2 % a step every 10 boots, CV 2 %); and request noise (`cvC-reqS`, issue 36
+item 4): a boot's value at a level is also the mean of its R requests, log noise of
+variance σ_W² / R, σ_W² set so that at the default requests (R0 = max(20, level)) they are
+S % of a boot value's variance, the boots' own σ_B being C % (as in
+benchmarks/simulation/gpu_minutes.py).
+
+Cost in GPU-minutes (`gpu_minutes_mean`): gpu_minutes.py's H200 cost model (SGLang on one
+H200: a boot 87 s before and after its levels, a request 0.221 s at level 1 and 0.0180 s at
+256, one warm-up wave a level); a crashed boot costs its 87 s. `GPU-h` in the tables is
+the older, coarser 2 GPU-hours a boot (8 GPUs, 15 min).
+
+Levels' lengths: every method sends the default requests; its "(auto lengths)" twin sends
+what `num_prompts: auto` under `precision.boot_cv_pct` (the scenario's σ_B stated) sends:
+the product's stop rule run on simulated batches (gpu_minutes.level_stops), the level
+longer where its requests are much of a boot's scatter. The hunt itself reads one value a
+boot and level either way: lengthening a level before adding a boot is the level's own
+cost-optimal stop, which the hunt's cells inherit from the sweep's `benchmark`.
 
 Methods:
 - hunt: servesweep.hunt's defaults (`--set` overrides), its confirm and ablations
@@ -60,6 +76,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import itertools
 import math
@@ -71,6 +88,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from benchmarks.simulation import gpu_minutes as gm
 from benchmarks.support.record import write_result
 from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
@@ -81,6 +99,10 @@ BASE = {1: 9.0, 256: 350.0}
 NAMES = ("w1", "w2", "null", "lose", "crash")
 KS = (2, 3, 5)
 GPU_HOURS_PER_BOOT = 8 * 0.25  # 8 GPUs, 15 min a boot (launch, warm-up, levels)
+# The H200 cost model of gpu_minutes.py at this benchmark's levels (module doc).
+C_REQUEST = {1: gm.C_REQUEST[gm.LEVELS.index(1)], 256: gm.C_REQUEST[gm.LEVELS.index(256)]}
+R0 = {lv: max(20, lv) for lv in LEVELS}
+AUTO = " (auto lengths)"
 TOLERANCE = math.log1p(0.01)  # "true best", "useless", "harmful": 1 %
 
 
@@ -89,6 +111,12 @@ class Scenario(NamedTuple):
     first_boot: tuple[float, float] | None = None  # r0 slower by U(lo, hi) at one level
     noisy: str | None = None  # this candidate's sets scatter 3x
     drift_cv: float = 0.0  # speed random-walk step every DRIFT_EVERY boots
+    request_share: float = 0.0  # of a boot value's variance at R0; cv is then σ_B
+
+    def within(self) -> dict[int, float]:
+        """σ_W² a request, per level (0 without request noise)."""
+        s = self.request_share
+        return {lv: s / (1 - s) * self.cv**2 * R0[lv] for lv in LEVELS}
 
 
 DRIFT_EVERY = 10
@@ -99,7 +127,28 @@ SCENARIOS = {
     "first-boot": Scenario(0.02, first_boot=(0.10, 0.70)),
     "noisy-arm": Scenario(0.02, noisy="null"),
     "drift": Scenario(0.02, drift_cv=0.02),
+    **{
+        f"cv{round(cv * 100)}-req{round(share * 100)}": Scenario(cv, request_share=share)
+        for cv, share in ((0.05, 0.1), (0.02, 0.5), (0.05, 0.5), (0.05, 0.9), (0.10, 0.9))
+    },
 }
+
+
+@functools.lru_cache
+def lengths(sc: Scenario, auto: bool) -> tuple[dict[int, float], dict[int, float]]:
+    """(requests a level a boot is charged for, the requests its sampling variance is
+    drawn with): R0 both, or `num_prompts: auto`'s under the scenario's σ_B stated."""
+    if not auto:
+        return dict(R0), dict(R0)
+    within = sc.within()
+    sent = gm.level_stops(
+        LEVELS,
+        [within[lv] for lv in LEVELS],
+        [C_REQUEST[lv] for lv in LEVELS],
+        sc.cv,
+        gm.C_BOOT / len(LEVELS),
+    )
+    return dict(zip(LEVELS, sent.mean, strict=True)), dict(zip(LEVELS, sent.harmonic, strict=True))
 
 
 def world(rng: np.random.Generator) -> dict:
@@ -151,10 +200,14 @@ class Boot(NamedTuple):
 class Machine:
     """One method's machine: its boots in the order it asks for them."""
 
-    def __init__(self, w: dict, sc: Scenario, seed: int, stream: int):
+    def __init__(self, w: dict, sc: Scenario, seed: int, stream: int, auto: bool = False):
         self.w, self.sc, self.seed = w, sc, seed
         self.rng = np.random.default_rng([seed, stream])
-        self.boots, self.speed = 0, 1.0
+        self.boots, self.speed, self.seconds = 0, 1.0, 0.0
+        charged, sampled = lengths(sc, auto) if sc.request_share else (dict(R0), dict(R0))
+        self.boot_s = gm.C_BOOT + sum((lv + charged[lv]) * C_REQUEST[lv] for lv in LEVELS)
+        within = sc.within()
+        self.request_sd = {lv: math.sqrt(within[lv] / sampled[lv]) for lv in LEVELS}
         self.booted: dict[frozenset, int] = defaultdict(int)
 
     def penalty(self, members: frozenset) -> tuple[object, float]:
@@ -172,13 +225,17 @@ class Machine:
         if self.sc.drift_cv and self.boots % DRIFT_EVERY == 0:
             self.speed *= float(np.exp(self.rng.normal(0, math.log1p(self.sc.drift_cv))))
         if "crash" in members:
+            self.seconds += gm.C_BOOT
             return Boot(None, "server exited during startup")
+        self.seconds += self.boot_s
         cv = self.sc.cv * (3.0 if self.sc.noisy in members else 1.0)
         sigma = math.sqrt(math.log1p(cv**2))
         values = {}
         for lv in LEVELS:
             v = BASE[lv] * factor(self.w, members, lv) * self.speed
             values[lv] = v * float(np.exp(self.rng.normal(-(sigma**2) / 2, sigma)))
+            if self.request_sd[lv]:  # the mean of its requests
+                values[lv] *= float(np.exp(self.rng.normal(0, self.request_sd[lv])))
         if first and self.sc.first_boot:
             lv, f = self.penalty(members)
             values[lv] *= f
@@ -293,12 +350,15 @@ def members_flags(w: dict, final: frozenset) -> tuple[bool, bool]:
     return useless, harmful
 
 
-def methods() -> list[str]:
+def methods(sc: Scenario | None = None) -> list[str]:
     out = ["hunt", "hunt (screen)"]
     out += [f"round greedy K={k}" for k in KS]
     out += [f"one-pass greedy K={k}" for k in KS]
     out += [f"grid K={k}" for k in KS]
-    return [*out, "tuner (1 boot a trial)"]
+    out.append("tuner (1 boot a trial)")
+    if sc is not None and sc.request_share:  # each level's length chosen by `auto`
+        out += [f"hunt (screen){AUTO}", f"round greedy K=2{AUTO}", f"one-pass greedy K=2{AUTO}"]
+    return out
 
 
 def one_world(task) -> dict:
@@ -308,10 +368,11 @@ def one_world(task) -> dict:
     w = world(np.random.default_rng([seed, 0]))
     spec = hunt_spec(**overrides)
     out = {}
-    for i, method in enumerate(methods()):
-        if only and method not in only and not any(method.startswith(o) for o in only):
+    for i, label in enumerate(methods(sc)):
+        if only and label not in only and not any(label.startswith(o) for o in only):
             continue
-        m = Machine(w, sc, seed, stream=1 + i)
+        method = label.removesuffix(AUTO)
+        m = Machine(w, sc, seed, stream=1 + i, auto=label.endswith(AUTO))
         extra = {}
         if method.startswith("hunt"):
             design = "screen" if method == "hunt (screen)" else "sequential"
@@ -327,7 +388,7 @@ def one_world(task) -> dict:
             final = grid(m, int(method[-1]))
         else:
             final = grid(m, 1)
-        out[method] = {"final": sorted(final), "boots": m.boots, **extra}
+        out[label] = {"final": sorted(final), "boots": m.boots, "seconds": m.seconds, **extra}
     return {"scenario": name, "seed": seed, "world": w, "methods": out}
 
 
@@ -342,6 +403,7 @@ def summarise(runs: list[dict]) -> dict:
             useless, harmful = members_flags(w, final)
             row = rows[method]
             row["boots"].append(r["boots"])
+            row["seconds"].append(r.get("seconds", math.nan))
             row["near"].append(value >= best_value - TOLERANCE - 1e-12)
             row["exact"].append(value >= best_value - 1e-12)
             row["minimal"].append(final == best_set)
@@ -360,6 +422,7 @@ def summarise(runs: list[dict]) -> dict:
             "boots_median": float(np.median(b)),
             "boots_p90": float(np.percentile(b, 90)),
             "gpu_hours_mean": float(b.mean() * GPU_HOURS_PER_BOOT),
+            "gpu_minutes_mean": float(np.mean(r["seconds"]) / 60),
             "true_best_rate": float(np.mean(r["near"])),
             "exact_best_value_rate": float(np.mean(r["exact"])),
             "minimal_set_rate": float(np.mean(r["minimal"])),
@@ -541,14 +604,16 @@ def hunt_spec(**overrides) -> hs.HuntSpec:
 
 def table(name: str, summary: dict, v: dict) -> str:
     head = (
-        f"{'method':<24} {'boots':>6} {'median':>6} {'p90':>5} {'GPU-h':>6} {'best±1%':>8} "
+        f"{'method':<40} {'boots':>6} {'median':>6} {'p90':>5} {'GPU-h':>6} {'H200-min':>8} "
+        f"{'best±1%':>8} "
         f"{'exact':>6} {'minimal':>7} {'useless':>7} {'harmful':>7}"
     )
     lines = [f"== {name}", head]
     for method, s in summary.items():
         lines.append(
-            f"{method:<24} {s['boots_mean']:6.1f} {s['boots_median']:6.0f} "
-            f"{s['boots_p90']:5.0f} {s['gpu_hours_mean']:6.1f} {s['true_best_rate']:8.3f} "
+            f"{method:<40} {s['boots_mean']:6.1f} {s['boots_median']:6.0f} "
+            f"{s['boots_p90']:5.0f} {s['gpu_hours_mean']:6.1f} {s['gpu_minutes_mean']:8.1f} "
+            f"{s['true_best_rate']:8.3f} "
             f"{s['exact_best_value_rate']:6.3f} {s['minimal_set_rate']:7.3f} "
             f"{s['useless_member_rate']:7.3f} {s['harmful_member_rate']:7.3f}"
         )
