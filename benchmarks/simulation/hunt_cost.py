@@ -148,7 +148,9 @@ def lengths(sc: Scenario, auto: bool) -> tuple[dict[int, float], dict[int, float
         sc.cv,
         gm.C_BOOT / len(LEVELS),
     )
-    return dict(zip(LEVELS, sent.mean, strict=True)), dict(zip(LEVELS, sent.harmonic, strict=True))
+    return dict(zip(LEVELS, sent.charged, strict=True)), dict(
+        zip(LEVELS, sent.harmonic, strict=True)
+    )
 
 
 def world(rng: np.random.Generator) -> dict:

@@ -46,8 +46,11 @@ def test_auto_lengths_send_more_where_requests_are_the_scatter_and_cost_it():
 
 
 def test_level_stops_bound_stops_a_quiet_level_of_many_streams_early():
-    # A quiet level (σ_W² small): the upper-bound stop after 3 counted batches, not 5.
+    # A quiet level (σ_W² small): the upper-bound stop after 3 counted batches, not 5;
+    # charged the discarded first batch and the 256 in flight at the stop too.
     args = ([256], [1e-4], [0.018], 0.02, 20.0)
-    with_bound = gm.level_stops(*args, bound=True).mean[0]
-    without = gm.level_stops(*args, bound=False).mean[0]
-    assert with_bound == 3 * 256 and without == 5 * 256
+    with_bound = gm.level_stops(*args, bound=True)
+    without = gm.level_stops(*args, bound=False)
+    assert with_bound.harmonic[0] == pytest.approx(3 * 256)
+    assert without.harmonic[0] == pytest.approx(5 * 256)
+    assert with_bound.charged[0] == 5 * 256 and without.charged[0] == 7 * 256
