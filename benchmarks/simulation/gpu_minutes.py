@@ -120,11 +120,12 @@ def worlds() -> list[World]:
 
 
 class Sent(NamedTuple):
-    """What `num_prompts: auto` sends a level, over simulated levels: the mean counted
-    requests (what a boot is charged for) and their harmonic mean (what its sampling
-    variance σ_W² E[1/R] is drawn with; R varies boot to boot)."""
+    """What `num_prompts: auto` sends a level, over simulated levels: the mean requests it
+    sends (what a boot is charged for: the discarded first batch, the counted ones and
+    those in flight at the stop, which end as usual) and the harmonic mean of the counted
+    (what its sampling variance σ_W² E[1/R] is drawn with; R varies boot to boot)."""
 
-    mean: np.ndarray
+    charged: np.ndarray
     harmonic: np.ndarray
 
 
@@ -160,26 +161,27 @@ def level_stops(
     sizing.BOUND_MIN_BATCHES = saved if bound else 10**9
     rng = np.random.default_rng(seed)
     rule = PRECISION._replace(boot_cv_pct=None if stated_cv is None else stated_cv * 100)
-    mean, harmonic = [], []
+    mean, harmonic, charged, counted = [], [], [], []
     try:
         for lv, w, c in zip(levels, within, c_request, strict=True):
             batch = max(10, lv)
             sigma = math.sqrt(math.log1p(float(w) / batch))
-            counted = []
             for _ in range(STOP_SIMS):
                 batches: list[sizing.Batch] = []
-                sent, elapsed = 0, 0.0
+                finished, elapsed = 0, 0.0
                 while True:
                     d = batch * c * math.exp(rng.normal(-(sigma**2) / 2, sigma))
                     batches.append(sizing.Batch(TOKENS * batch, d))
-                    sent += batch
+                    finished += batch
                     elapsed += d if len(batches) > 1 else 0.0
+                    # sent as the client counts it: finished and the level's streams in flight
+                    sent = min(finished + lv, rule.max_requests)
                     if sizing.request_stop(rule, batches, elapsed, sent, c_b).stop:
                         break
-                counted.append(max(min(sent, rule.max_requests) - batch, batch))
-            r = np.asarray(counted, dtype=float)
-            mean.append(r.mean())
-            harmonic.append(1 / np.mean(1 / r))
+                charged.append(sent)
+                counted.append(max(min(finished, rule.max_requests) - batch, batch))
+            mean.append(float(np.mean(charged[-STOP_SIMS:])))
+            harmonic.append(1 / np.mean(1 / np.asarray(counted[-STOP_SIMS:], dtype=float)))
     finally:
         sizing.BOUND_MIN_BATCHES = saved
     return Sent(np.asarray(mean), np.asarray(harmonic))
@@ -296,7 +298,7 @@ def run_design(rng, world: World, design: str, sims: int) -> dict:
         boots = RULE.max
         x = STATED[design]
         sent = stops(world, None if x is None else x * world.boot_cv, design != "auto-stated-min5")
-        requests, sampled = sent.mean, sent.harmonic
+        requests, sampled = sent.charged, sent.harmonic
     per_boot = boot_seconds(requests)
     out = {"requests": requests.round(0).tolist(), "boot_s": round(per_boot, 1)}
     for label, truths in [("aa", [0.0] * K), *((f"+{e:.0%}", [0, e, 0, 0, 0]) for e in EFFECTS)]:
