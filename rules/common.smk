@@ -11,11 +11,11 @@ from servesweep.resources.setup import setup_params
 from servesweep.results.judge import stages
 from servesweep.sweep.config import (
     ConfigError,
-    SCHEMA_PATH,
     load,
     next_attempt,
     spec_json,
 )
+from servesweep.sweep.schema import SCHEMA_PATH
 from servesweep.sweep.layout import Paths
 from servesweep.sweep import resume
 from servesweep.sweep.plan import state_digest

@@ -21,7 +21,7 @@ rule collect:
         "../envs/workflow.yaml"
     params:
         # Judging changes (a threshold, the baseline) rebuild the tables, never a cell.
-        analysis=lambda wildcards: SWEEP.analysis,
+        analysis=lambda wildcards: SWEEP.analysis.as_config(),
     script:
         "../scripts/collect.py"
 

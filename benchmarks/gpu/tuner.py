@@ -176,9 +176,9 @@ def score_rows(sweep: Sweep, rows: list[dict]) -> Pick:
     """The tuner's pick from summary.csv's rows: per variant the geometric mean over the
     counted levels of the mean of its valid rows' objective; the best wins."""
     analysis = sweep.analysis
-    metric = analysis["objective"]
+    metric = analysis.objective
     measured = [lv.value for lv in sweep.levels]
-    levels = tuple(parse_value(v) for v in analysis.get("levels") or measured)
+    levels = tuple(parse_value(v) for v in analysis.levels or measured)
     higher = not metric.endswith("_ms")
     scores = []
     for variant in sweep.variants:
@@ -205,7 +205,7 @@ def score_rows(sweep: Sweep, rows: list[dict]) -> Pick:
     if not scored:
         raise TunerError("summary.csv: no variant has a valid value at every counted level")
     best = (max if higher else min)(scored, key=lambda s: s[1])[0]
-    start = analysis["baseline"]
+    start = analysis.baseline
     ref = dict(scored).get(start)
     out = tuple(
         Score(v, value, None if value is None or ref is None else 100 * (value / ref - 1), why)
@@ -220,7 +220,7 @@ def hunt_first_boots(sweep: Sweep, rows: list[dict]) -> list[dict]:
     the same launch as the tuner's variant, booted first as the tuner boots it (every
     configuration's r0 before any r1), and left out of the hunt's own decisions on an engine
     that compiles on first use: the one-shot tuner's data at no extra boot."""
-    start = sweep.analysis["baseline"]
+    start = sweep.analysis.baseline
     names = {start: start, **{f"{start}+{v}": v for v in sweep.variants if v != start}}
     out = []
     for row in rows:

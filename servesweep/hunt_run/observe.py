@@ -71,7 +71,7 @@ def _changed(sweep: Sweep, variant: str, record: dict | None, reference: dict | 
     found = compare_records(
         record,
         reference,
-        sweep.analysis["correctness_threshold"],
+        sweep.analysis.correctness_threshold,
         sweep.must_match(variant),
     )
     return any(m.changes_outputs for m in found)

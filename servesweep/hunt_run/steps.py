@@ -62,7 +62,7 @@ def hunt_params(sweep: Sweep) -> str:
             "model": h.model,
             "metric": h.metric,
             "levels": [v if isinstance(v, str) else Level.parse(v).json for v in h.levels],
-            "analysis": sweep.analysis,
+            "analysis": sweep.analysis.as_config(),
         }
     )
 

@@ -31,7 +31,7 @@ from servesweep.run.record import new_cell_record
 from servesweep.server.failures import BOOT_RETRY_CAUSES
 from servesweep.server.gpu_slots import SlotsUnavailable, hold
 from servesweep.server.process import free_port
-from servesweep.sweep.config import section_defaults
+from servesweep.sweep.schema import section_defaults
 
 
 def run_cell(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
-from servesweep.sweep.config import section_defaults
+from servesweep.sweep.schema import section_defaults
 
 FirstBootRule = Literal["auto", "keep", "drop"]
 DEFAULTS = section_defaults("analysis")
@@ -39,3 +39,12 @@ class AnalysisSettings(NamedTuple):
         if "levels" in given:
             given["levels"] = tuple(given["levels"])
         return cls(**given)
+
+    def as_config(self) -> dict:
+        """The section as the sweep file gives it once the schema's defaults are filled
+        (unset keys left out, levels a list): what the stage files' identity hashes and a
+        hunt step records, unchanged from when `Sweep.analysis` was that mapping (checked
+        against every example: tests/unit/sweep/test_config.py)."""
+        return {
+            k: list(v) if k == "levels" else v for k, v in self._asdict().items() if v is not None
+        }

@@ -12,7 +12,6 @@ import itertools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,6 +26,7 @@ from servesweep.server.engines import ENGINES, get_engine
 from servesweep.sizing import Precision
 from servesweep.sizing import num_prompts as level_prompts
 from servesweep.sweep import checks
+from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.checks import (
     CheckError,
     check_analysis,
@@ -36,9 +36,8 @@ from servesweep.sweep.checks import (
     variant_gpus,
 )
 from servesweep.sweep.hunt import SweepHunt, check_hunt, hunt_of
+from servesweep.sweep.schema import schema
 from servesweep.sweep.stages import RepeatsRule, repeats_rule
-
-SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
 # Variant keys that configure the engine adapter rather than the server's flags.
 ENGINE_OPTION_KEYS = (
@@ -76,17 +75,6 @@ def arrival(bench: dict) -> Arrival:
 
 class ConfigError(ValueError):
     """A bad configuration; the message is one line naming the key."""
-
-
-@cache
-def schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
-
-
-def section_defaults(section: str) -> dict:
-    """The schema's defaults of a top-level section's keys (those that have one)."""
-    keys = schema()["properties"][section]["properties"]
-    return {key: value["default"] for key, value in keys.items() if "default" in value}
 
 
 def _key_path(path: Iterable[Any]) -> str:
@@ -228,7 +216,7 @@ class Sweep:
     server: dict
     benchmark: dict
     retries: dict
-    analysis: dict
+    analysis: AnalysisSettings  # `analysis:` typed; .as_config() the section as configured
     gpu_slots: dict
     raw: dict
     hunt: SweepHunt | None = None  # `hunt:` (servesweep.sweep.hunt): its arms are the cells
@@ -461,7 +449,7 @@ def load(config: dict) -> Sweep:
         server=config["server"],
         benchmark=config["benchmark"],
         retries=config["retries"],
-        analysis=config["analysis"],
+        analysis=AnalysisSettings.of(config["analysis"]),
         gpu_slots=config["gpu_slots"],
         raw=copy.deepcopy(config),
         hunt=hunt,

@@ -464,10 +464,9 @@ def staged_costs(sweep: Sweep, paths: Paths, planned: list[PlannedCell]) -> list
         return []
     known = boot_cv(paths)
     cv = known if known is not None else DEFAULT_BOOT_CV
-    objective = sweep.analysis["objective"]
-    margin_key = "margin_latency_pct" if objective.endswith("_ms") else "margin_throughput_pct"
-    margin = sweep.analysis[margin_key]
-    counted = sweep.analysis.get("levels")
+    a = sweep.analysis
+    margin = a.margin_latency_pct if a.objective.endswith("_ms") else a.margin_throughput_pct
+    counted = a.levels
     levels = len(counted) if counted else len(sweep.levels)
     variants = len(sweep.variants) - 1
     out = []

@@ -227,7 +227,7 @@ def write_plan(
         sweep_files,
         is_default,
         resolve,
-        sweep.analysis["resolve_pct"],
+        sweep.analysis.resolve_pct,
         staged=staged,
         advice=advice,
         assumed=assumed,

@@ -46,8 +46,8 @@ def test_the_tuner_is_the_hunts_round_one_one_boot_each():
     names = list(raw["hunt"]["candidates"])
     assert list(mine.variants) == ["baseline", *names]
     assert mine.repeats == 1 and mine.hunt is None
-    assert mine.analysis["objective"] == "output_throughput"
-    assert mine.analysis["levels"] == [256, 1024] and mine.analysis["baseline"] == "baseline"
+    assert mine.analysis.objective == "output_throughput"
+    assert mine.analysis.levels == (256, 1024) and mine.analysis.baseline == "baseline"
     assert mine.benchmark["workload"] == hunt.benchmark["workload"]
     assert mine.levels == hunt.levels and mine.models == hunt.models
     for name in mine.variants:
@@ -175,7 +175,7 @@ def test_the_check_boots_the_start_the_pick_and_the_final():
     check = load(tuner.check_config(raw, hunt_json(raw, final), "no-prefix-cache"))
     hunt = load(copy.deepcopy(raw))
     assert list(check.variants) == ["baseline", "tuner-pick", "hunt-final"]
-    assert check.repeats == 4 and check.analysis["first_boot"] == "drop"
+    assert check.repeats == 4 and check.analysis.first_boot == "drop"
     for name, theirs in (
         ("baseline", "baseline"),
         ("tuner-pick", "baseline+no-prefix-cache"),

@@ -19,7 +19,7 @@ from servesweep.sizing import (
     rse_bound,
     warmup_requests,
 )
-from servesweep.sweep.config import SCHEMA_PATH
+from servesweep.sweep.schema import SCHEMA_PATH
 
 TOKENS = 16 * 20  # a batch of 20 requests of 16 output tokens
 

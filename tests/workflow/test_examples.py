@@ -194,7 +194,7 @@ def test_h200_engines_example_makes_the_engine_a_variant_axis():
     assert sweep.stacks[stack]["python"] == "/tmp/stack-engines/bin/python3"
     assert sweep.models == sglang.models == vllm.models
     assert sweep.benchmark["workload"] == sglang.benchmark["workload"]
-    assert sweep.analysis["baseline"] == "baseline"
+    assert sweep.analysis.baseline == "baseline"
     for variant, other in (("baseline", sglang), ("vllm", vllm)):
         spec, theirs = (
             sweep.spec(stack, "moe-1b", variant),

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, cast
 from servesweep.jsonfile import read_json
 from servesweep.level import Level, parse_value
 from servesweep.records import CellRecord
-from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.config import Sweep, spec_json
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.stages import stage_decisions
@@ -33,7 +32,9 @@ SEP = "/"  # a cell's key in the records: stack/model/variant
 
 def stage_params(sweep: Sweep) -> str:
     """What every step depends on besides its inputs: the rule and how verdicts are judged."""
-    return spec_json({"repeats": sweep.repeats_rule._asdict(), "analysis": sweep.analysis})
+    return spec_json(
+        {"repeats": sweep.repeats_rule._asdict(), "analysis": sweep.analysis.as_config()}
+    )
 
 
 def _key(stack: str, model: str, variant: str) -> str:
@@ -96,7 +97,7 @@ def stage_record(sweep: Sweep, paths: Paths, step: int, previous: dict) -> dict:
 
     boots = dict(previous["next"])
     judging = judging_of(sweep)
-    settings = AnalysisSettings.of(sweep.analysis)
+    settings = sweep.analysis
     metric = judging.metrics()[judging.objective]
     margin = getattr(settings, metric.margin_key)
     levels = counted_levels(sweep, judging)

@@ -13,7 +13,6 @@ from servesweep.results.collect.cells import Analysis, collect_cells, load_cells
 from servesweep.results.collect.requests import RequestStore
 from servesweep.results.judge.capacity import capacity_comparisons, capacity_rows
 from servesweep.results.judge.verdicts import Judging, compare, to_frame
-from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.config import Sweep
 from servesweep.sweep.hunt import CAPACITY
 
@@ -24,7 +23,7 @@ def analysis_of(sweep: Sweep) -> Analysis:
         levels=list(sweep.levels),
         repeats_in_boot=bench["repeats_in_boot"],
         error_rate_threshold=bench["error_rate_threshold"],
-        gates=AnalysisSettings.of(sweep.analysis),
+        gates=sweep.analysis,
         slo=sweep.raw.get("slo"),
     )
 
@@ -32,7 +31,7 @@ def analysis_of(sweep: Sweep) -> Analysis:
 def judging_of(sweep: Sweep) -> Judging:
     """How the sweep is judged: its `analysis`, the objective and counted levels the
     hunt's where it hunts (so the hunt and the verdict table judge the same family)."""
-    settings = AnalysisSettings.of(sweep.analysis)
+    settings = sweep.analysis
     if sweep.hunt is not None and sweep.hunt.metric != CAPACITY:
         return Judging.of(settings, sweep.hunt.metric, sweep.hunt.levels)
     return Judging.of(settings)
@@ -72,9 +71,9 @@ def collect_and_judge(
         list(sweep.variants),
         RequestStore(dirs, summary),
     )
-    baseline = sweep.analysis["baseline"]
+    baseline = sweep.analysis.baseline
     capacity = capacity_rows([c for c, _ in cells], list(sweep.variants), baseline)
-    comparisons += capacity_comparisons(capacity, baseline, sweep.analysis["noise_cv"])
+    comparisons += capacity_comparisons(capacity, baseline, sweep.analysis.noise_cv)
     verdicts = with_stages(to_frame(comparisons), stages)
     Path(verdicts_csv).parent.mkdir(parents=True, exist_ok=True)
     verdicts.to_csv(verdicts_csv, index=False)
@@ -82,9 +81,9 @@ def collect_and_judge(
         rows = sweep_rows(
             pass_records(cells),
             must_match={v: sweep.must_match(v) for v in sweep.variants},
-            reference_stack=sweep.analysis.get("reference_stack") or next(iter(sweep.stacks)),
-            threshold=sweep.analysis["correctness_threshold"],
-            baseline=sweep.analysis["baseline"],
+            reference_stack=sweep.analysis.reference_stack or next(iter(sweep.stacks)),
+            threshold=sweep.analysis.correctness_threshold,
+            baseline=sweep.analysis.baseline,
         )
         write_csv(Path(correctness_csv), rows)
     return summary, verdicts

@@ -9,6 +9,7 @@ the exact command with links to its records.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -29,6 +30,7 @@ from servesweep.results.report import hunt_views, load_views, verdict_views, vie
 from servesweep.results.report.pareto import pareto_plot, pareto_points
 from servesweep.results.report.plots import metric_plot
 from servesweep.results.report.tables import ordered
+from servesweep.sweep.analysis import AnalysisSettings
 
 if TYPE_CHECKING:
     from servesweep.sweep.stages import RepeatsRule
@@ -41,7 +43,7 @@ class ReportSettings(NamedTuple):
 
     stacks: list[str]
     variants: list[str]
-    analysis: dict
+    analysis: AnalysisSettings | Mapping  # the sweep's `analysis:`
     title: str = "servesweep report"
     slo: dict | None = None  # the sweep's `slo:` (goodput is in summary.csv already)
     cost: dict | None = None  # the sweep's `cost:`
@@ -135,10 +137,11 @@ def build_report(
     cells = [cell for cell, _ in load_cells(cell_paths)]  # each read once, checked
     stacks = _order(settings.stacks, df["stack"])
     variants = _order(settings.variants, df["variant"])
-    baseline = settings.analysis["baseline"]
+    analysis = AnalysisSettings.of(settings.analysis)
+    baseline = analysis.baseline
     variants = [baseline, *[v for v in variants if v != baseline]]
 
-    judging = settings.judging or Judging.of(settings.analysis)
+    judging = settings.judging or Judging.of(analysis)
     plots = [
         metric_plot(
             df, "output_throughput", "output tokens / s", "Output throughput", variants,
@@ -180,7 +183,6 @@ def build_report(
             "excluded": int((df["level"].notna() & ~df["valid"] & (df["status"] == "ok")).sum()),
             "recomputed": int(df["recomputed_from"].notna().sum()),
         },
-        analysis=settings.analysis,
         slo=settings.slo,
         load_table=load_views.load_table(df, variants),
         pareto=pareto_view(df, cells, variants, settings.cost),

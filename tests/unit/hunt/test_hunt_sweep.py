@@ -15,8 +15,9 @@ from servesweep.hunt import spec as hs
 from servesweep.hunt.state import BootKey
 from servesweep.hunt_run.observe import boot_cost, observations
 from servesweep.records import LevelSummary
-from servesweep.sweep.config import ConfigError, load, schema, spec_hash
+from servesweep.sweep.config import ConfigError, load, spec_hash
 from servesweep.sweep.layout import Paths
+from servesweep.sweep.schema import schema
 
 CANDIDATES = {
     "a": {"flags": {"speedup": 2, "tokens": 4}, "env": {"X": "1"}, "description": "A"},

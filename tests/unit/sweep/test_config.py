@@ -168,7 +168,8 @@ def test_schema_defaults_fill_as_snakemake_fills_them(path):
     # or not Snakemake's validate has already written them into the config.
     from snakemake.utils import validate
 
-    from servesweep.sweep.config import SCHEMA_PATH, with_defaults
+    from servesweep.sweep.config import with_defaults
+    from servesweep.sweep.schema import SCHEMA_PATH
 
     raw = yaml.safe_load(path.read_text())
     by_snakemake = copy.deepcopy(raw)
@@ -232,13 +233,21 @@ def test_must_match_follows_speculative_flags_unless_a_variant_says():
 
 def test_the_analysis_settings_are_the_schemas_section():
     from servesweep.sweep.analysis import AnalysisSettings
-    from servesweep.sweep.config import schema, section_defaults
+    from servesweep.sweep.config import with_defaults
+    from servesweep.sweep.schema import schema, section_defaults
 
     keys = schema()["properties"]["analysis"]["properties"]
     assert set(AnalysisSettings._fields) == set(keys)
     defaults = AnalysisSettings()._asdict()
     assert {k: defaults[k] for k in section_defaults("analysis")} == section_defaults("analysis")
-    sweep = load_file(ROOT / "config" / "config.yaml")
-    settings = AnalysisSettings.of(sweep.analysis)
-    given = {k: tuple(v) if k == "levels" else v for k, v in sweep.analysis.items()}
-    assert settings._asdict() == {**defaults, **given}
+    # The sweep's section is typed once at load, and renders back to the mapping the
+    # schema's defaults make of the file (what the stage files hash and hunt steps record),
+    # for the default and every example.
+    examples = sorted((ROOT / "config" / "examples").glob("*.yaml"))
+    for path in [ROOT / "config" / "config.yaml", *examples]:
+        sweep = load_file(path)
+        assert isinstance(sweep.analysis, AnalysisSettings), path
+        section = with_defaults(yaml.safe_load(path.read_text()))["analysis"]
+        assert sweep.analysis.as_config() == section, path
+        given = {k: tuple(v) if k == "levels" else v for k, v in section.items()}
+        assert sweep.analysis._asdict() == {**defaults, **given}, path
