@@ -14,6 +14,7 @@ rule collect:
             caption="../docs/report-caption-verdicts.rst",
         ),
         correctness="results/correctness.csv",
+        first_boots="results/first_boots.csv",
     log:
         "results/logs/collect.log",
     localrule: True
@@ -31,6 +32,7 @@ rule report:
         summary="results/summary.csv",
         verdicts="results/verdicts.csv",
         correctness="results/correctness.csv",
+        first_boots="results/first_boots.csv",
         cells=all_cells,
         hunt=hunt_record,
     output:

@@ -19,5 +19,6 @@ with job_logger(sm.log[0]) as log:
         Path(sm.output.verdicts),
         Path(sm.output.correctness),
         decided_at(sm.input.stages),
+        Path(sm.output.first_boots),
     )
     log(f"{len(summary)} rows from {len(sm.input.cells)} boots; {len(verdicts)} comparisons")

@@ -32,5 +32,6 @@ with job_logger(sm.log[0]) as log:
         current_client_version=CLIENT_VERSION,
         correctness_csv=Path(sm.input.correctness),
         hunt=read_json(Path(sm.input.hunt[0])) if sm.input.hunt else None,
+        first_boots_csv=Path(sm.input.first_boots),
     )
     log(f"wrote {sm.output[0]}")

@@ -260,6 +260,12 @@ def test_verdict_columns_are_the_documented_columns():
     assert set(Comparison._fields) | {"stage_look", "stage_outcome"} == documented
 
 
+def test_first_boot_columns_are_the_documented_columns():
+    from servesweep.results.judge.board import FIRST_BOOT_COLUMNS
+
+    assert set(FIRST_BOOT_COLUMNS) == documented_fields("First boots")
+
+
 def test_the_summary_columns_are_the_record_types():
     # summary.csv's fixed columns come from servesweep.records (one declaration): the cell's
     # (named in the Summary table's prose), every one a column of a record or collect's.

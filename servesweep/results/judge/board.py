@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -366,6 +367,50 @@ def first_boots(boots: dict[Key, Boots], rule: FirstBootRule) -> dict[object, Fi
     return out
 
 
+def judged_first_boots(summary: pd.DataFrame, judging: Judging) -> dict[object, FirstBootLevel]:
+    """The judge's first-boot decision per level: on the objective's boots, the headline
+    metric's where the summary has no objective column."""
+    objective = summary_boots(summary, judging.objective)
+    return first_boots(objective or summary_boots(summary, HEADLINE_METRIC), judging.first_boot)
+
+
+# results/first_boots.csv, beside verdicts.csv: the judge's first-boot decisions, which the
+# report reads (it decides nothing itself). `ratio` .. `cells`: stats.FirstBoot, empty where
+# no configuration has a first and a later boot.
+FIRST_BOOTS_CSV = "first_boots.csv"
+FIRST_BOOT_COLUMNS = ("level", *stats.FirstBoot._fields, "dropped", "why")
+
+
+def write_first_boots(first: Mapping[object, FirstBootLevel], path: Path) -> None:
+    rows = [
+        {
+            "level": fb.level,
+            **(fb.contrast._asdict() if fb.contrast is not None else {}),
+            "dropped": fb.dropped,
+            "why": fb.why,
+        }
+        for fb in first.values()
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=list(FIRST_BOOT_COLUMNS)).to_csv(path, index=False)
+
+
+def read_first_boots(path: Path) -> dict[object, FirstBootLevel]:
+    """first_boots.csv as the judge wrote it (absent or empty: no decisions)."""
+    if not path.exists() or not path.stat().st_size:
+        return {}
+    out: dict[object, FirstBootLevel] = {}
+    for row in pd.read_csv(path, keep_default_na=False).to_dict("records"):
+        level = parse_value(str(row["level"]))
+        contrast = None
+        if str(row["ratio"]) != "":
+            ratio, low, high, p, df, cells = (float(row[f]) for f in stats.FirstBoot._fields)
+            contrast = stats.FirstBoot(ratio, low, high, p, df, int(cells))
+        dropped = str(row["dropped"]).lower() == "true"
+        out[level] = FirstBootLevel(level, contrast, dropped, str(row["why"]))
+    return out
+
+
 def summary_boots(summary: pd.DataFrame, column: str) -> dict[Key, Boots]:
     """Every (stack, model, variant, level)'s boots of one summary column."""
     df = summary[summary["level"].notna()].copy()
@@ -423,10 +468,12 @@ def cell_stats(
     return out
 
 
-def summary_cell_stats(summary: pd.DataFrame, judging: Judging, column: str) -> dict:
-    """CellStats from summary.csv alone (the report's tables and plots): the same board
-    the verdicts stand on, each boot's summary value."""
-    first = first_boots(summary_boots(summary, judging.objective), judging.first_boot)
+def summary_cell_stats(
+    summary: pd.DataFrame, column: str, first: Mapping[object, FirstBootLevel]
+) -> dict:
+    """CellStats from summary.csv (the report's tables and plots): the same board the
+    verdicts stand on, each boot's summary value, with the judge's first-boot decisions
+    (`first`: first_boots.csv)."""
     boots = dropped(summary_boots(summary, column), first)
     return cell_stats(build_board(boots), first)
 

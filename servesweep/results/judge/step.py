@@ -11,6 +11,11 @@ from servesweep.jsonfile import read_json
 from servesweep.records import CellRecord
 from servesweep.results.collect.cells import Analysis, collect_cells, load_cells
 from servesweep.results.collect.requests import RequestStore
+from servesweep.results.judge.board import (
+    FIRST_BOOTS_CSV,
+    judged_first_boots,
+    write_first_boots,
+)
 from servesweep.results.judge.capacity import capacity_comparisons, capacity_rows
 from servesweep.results.judge.verdicts import Judging, compare, to_frame
 from servesweep.sweep.config import Sweep
@@ -56,20 +61,27 @@ def collect_and_judge(
     verdicts_csv: Path,
     correctness_csv: Path | None = None,
     stages: dict | None = None,
+    first_boots_csv: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`stages` (repeats: auto): per (stack, model, variant), the stage rule's decision,
-    written beside the variant's primary comparisons (`stage_look`, `stage_outcome`)."""
+    written beside the variant's primary comparisons (`stage_look`, `stage_outcome`).
+    The first-boot decisions go to `first_boots_csv` (default: first_boots.csv beside
+    verdicts.csv), where the report reads them."""
     cells = load_cells(cell_paths)  # every cell.json read once
     summary = collect_cells(cells, summary_csv, analysis_of(sweep))
     dirs = {
         (c["stack"], c["model"], c["variant"], c.get("repeat", 0)): Path(p).parent for c, p in cells
     }
+    judging = judging_of(sweep)
+    first = judged_first_boots(summary, judging)
+    write_first_boots(first, first_boots_csv or Path(verdicts_csv).with_name(FIRST_BOOTS_CSV))
     comparisons = compare(
         summary,
-        judging_of(sweep),
+        judging,
         list(sweep.stacks),
         list(sweep.variants),
         RequestStore(dirs, summary),
+        first=first,
     )
     baseline = sweep.analysis.baseline
     capacity = capacity_rows([c for c, _ in cells], list(sweep.variants), baseline)

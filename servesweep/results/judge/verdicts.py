@@ -46,7 +46,6 @@ import pandas as pd
 
 from servesweep import stats
 from servesweep.results.judge.board import (
-    HEADLINE_METRIC,
     METRICS,
     PRIMARY,
     Board,
@@ -57,7 +56,7 @@ from servesweep.results.judge.board import (
     RequestValues,
     build_board,
     dropped,
-    first_boots,
+    judged_first_boots,
     summary_boots,
     with_percentiles,
 )
@@ -195,18 +194,18 @@ def compare(
     variants: list[str],
     requests: RequestValues | None,
     metrics: dict[str, Metric] = METRICS,
+    first: Mapping[object, FirstBootLevel] | None = None,
 ) -> list[Comparison]:
     """Every variant against the baseline (same stack and model), and every stack's
     variants against the reference stack's (same model), per level and metric, in the
-    config's order, judged by family."""
+    config's order, judged by family. `first`: the first-boot decisions
+    (`judged_first_boots`, computed here when not given)."""
     judging = analysis if isinstance(analysis, Judging) else Judging.of(analysis)
     metrics = judging.metrics(metrics)
     reference = judging.reference_stack or (stacks[0] if stacks else None)
     position = {v: i for i, v in enumerate(variants)} | {s: i for i, s in enumerate(stacks)}
-    objective = summary_boots(summary, judging.objective)
-    if not objective:
-        objective = summary_boots(summary, HEADLINE_METRIC)
-    first = first_boots(objective, judging.first_boot)
+    if first is None:
+        first = judged_first_boots(summary, judging)
     out: list[Judged] = []
     for name, metric in metrics.items():
         boots = summary_boots(summary, metric.column)

@@ -24,6 +24,7 @@ from servesweep.level import level_key
 from servesweep.records import CellRead, CellRecord, ModelRead, SpecRead
 from servesweep.results.collect.cells import load_cells, read_summary
 from servesweep.results.collect.validity import GATES
+from servesweep.results.judge.board import FIRST_BOOTS_CSV, read_first_boots
 from servesweep.results.judge.capacity import capacity_rows
 from servesweep.results.judge.verdicts import FASTER, SLOWER, Judging, to_frame
 from servesweep.results.report import hunt_views, load_views, verdict_views, views
@@ -127,13 +128,16 @@ def build_report(
     current_client_version: str | None = None,
     correctness_csv: Path | None = None,
     hunt: dict | None = None,
+    first_boots_csv: Path | None = None,
 ) -> None:
-    """Write one self-contained HTML report from summary.csv, verdicts.csv and the boots'
-    cell.json; a hunt's results/hunt/hunt.json (`hunt`) opens it."""
+    """Write one self-contained HTML report from summary.csv, verdicts.csv, the judge's
+    first-boot decisions (`first_boots_csv`, default first_boots.csv beside verdicts.csv)
+    and the boots' cell.json; a hunt's results/hunt/hunt.json (`hunt`) opens it."""
     current = current_client_version if current_client_version is not None else CLIENT_VERSION
     df = read_summary(summary_csv)
     df["level"] = pd.to_numeric(df["level"], errors="coerce")
     verdicts = read_verdicts(Path(verdicts_csv))
+    first = read_first_boots(first_boots_csv or Path(verdicts_csv).with_name(FIRST_BOOTS_CSV))
     cells = [cell for cell, _ in load_cells(cell_paths)]  # each read once, checked
     stacks = _order(settings.stacks, df["stack"])
     variants = _order(settings.variants, df["variant"])
@@ -145,14 +149,14 @@ def build_report(
     plots = [
         metric_plot(
             df, "output_throughput", "output tokens / s", "Output throughput", variants,
-            judging=judging,
+            first=first,
         ),
         metric_plot(
-            df, "p99_ttft_ms", "TTFT p99 (ms)", "TTFT p99", variants, logy=True, judging=judging
+            df, "p99_ttft_ms", "TTFT p99 (ms)", "TTFT p99", variants, logy=True, first=first
         ),
         metric_plot(
             df, "median_tpot_ms", "TPOT p50 (ms)", "TPOT p50", variants, logy=True,
-            judging=judging,
+            first=first,
         ),
     ]  # fmt: skip
     synthetic = ordered(
@@ -194,12 +198,12 @@ def build_report(
         metrics_version=METRICS_VERSION,
         judging=judging,
         verdict_tables=verdict_views.verdict_tables(
-            df, verdicts, stacks, variants, judging, flags, views.accept_lengths(cells)
+            df, verdicts, stacks, variants, judging, first, flags, views.accept_lengths(cells)
         ),
         verdict_lines=verdict_views.verdict_lines(verdicts, flags=flags),
         secondary_lines=verdict_views.secondary_lines(verdicts),
-        first_boots=verdict_views.first_boot_rows(df, judging),
-        own_scatter=verdict_views.own_scatter(df, judging),
+        first_boots=verdict_views.first_boot_rows(first),
+        own_scatter=verdict_views.own_scatter(df, judging, first),
         machines=verdict_views.machine_notes(df),
         correctness=correctness_views.correctness_rows(answers),
         stack_lines=verdict_views.verdict_lines(verdicts, kind="stack"),

@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from servesweep.level import level_key, parse_value
-from servesweep.results.judge.board import Judging, summary_cell_stats
+from servesweep.results.judge.board import FirstBootLevel, summary_cell_stats
 
 
 def _png(fig: Figure) -> str:
@@ -69,15 +70,16 @@ def metric_figure(
     title: str,
     variants: list[str],
     logy: bool = False,
-    judging: Judging | None = None,
+    first: Mapping[object, FirstBootLevel] | None = None,
 ) -> Figure | None:
     """One line per stack / model / variant: the geometric mean over valid boots at each
     level, its 95 % interval as a band (a ratio interval from the pooled boot scatter, as
-    the verdicts judge it: never below zero), and every boot's own value as a point."""
+    the verdicts judge it: never below zero), and every boot's own value as a point.
+    `first`: the judge's first-boot decisions (first_boots.csv; absent: none dropped)."""
     df = summary[summary["level"].notna() & summary["valid"]].copy()
     if df.empty or column not in df:
         return None
-    board = summary_cell_stats(summary, judging or Judging(), column)
+    board = summary_cell_stats(summary, column, first or {})
     df["level"] = df["level"].map(parse_value)
     rate = "load" in df and (df["load"] == "rate").any()
     at = inf_position(df["level"].unique())

@@ -8,6 +8,7 @@ Plain dicts and strings for the template (which escapes everything); the numbers
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -17,9 +18,8 @@ from servesweep.level import parse_value
 from servesweep.results.judge.board import (
     PRIMARY,
     CellStats,
+    FirstBootLevel,
     Judging,
-    first_boots,
-    summary_boots,
     summary_cell_stats,
 )
 from servesweep.results.judge.verdicts import FASTER, INCONCLUSIVE, SAME, SLOWER, SMALL
@@ -129,14 +129,16 @@ def verdict_tables(
     stacks: list[str],
     variants: list[str],
     judging: Judging,
+    first: Mapping[object, FirstBootLevel],
     flags: dict | None = None,
     accept: dict | None = None,
 ) -> list[dict]:
     """Per stack × model: variant × level of the objective, Δ % vs the baseline with its
-    interval and what it stands on, and the verdict."""
+    interval and what it stands on, and the verdict (`first`: the judge's first-boot
+    decisions, first_boots.csv)."""
     df = summary[summary["level"].notna()].copy()
     df["level"] = df["level"].map(parse_value)
-    stats_of = summary_cell_stats(summary, judging, judging.objective)
+    stats_of = summary_cell_stats(summary, judging.objective, first)
     v = _objective(verdicts, "variant")
     v = v[v["metric"] == judging.objective]
     by = {(r.stack, r.model, r.variant, parse_value(r.level)): r for r in v.itertuples(index=False)}
@@ -339,13 +341,12 @@ def resolve_hints(
     return hints
 
 
-def first_boot_rows(summary: pd.DataFrame, judging: Judging) -> list[dict]:
+def first_boot_rows(first: Mapping[object, FirstBootLevel]) -> list[dict]:
     """Per level: first boots against later ones of the same configurations (pooled, on
-    the objective), and whether they were left out of the verdicts."""
+    the objective), and whether they were left out of the verdicts: the judge's decisions
+    as first_boots.csv holds them."""
     rows = []
-    for level, fb in first_boots(
-        summary_boots(summary, judging.objective), judging.first_boot
-    ).items():
+    for level, fb in first.items():
         c = fb.contrast
         if c is None:
             text, interval = "no configuration has a first and a later boot", ""
@@ -366,10 +367,12 @@ def first_boot_rows(summary: pd.DataFrame, judging: Judging) -> list[dict]:
     return rows
 
 
-def own_scatter(summary: pd.DataFrame, judging: Judging) -> list[str]:
+def own_scatter(
+    summary: pd.DataFrame, judging: Judging, first: Mapping[object, FirstBootLevel]
+) -> list[str]:
     """The configurations the guard judged by their own scatter (on the objective): their
     boots scatter more than the rest's, so the premise does not hold for them."""
-    cells = summary_cell_stats(summary, judging, judging.objective)
+    cells = summary_cell_stats(summary, judging.objective, first)
     flagged = dict.fromkeys(k[:3] for k, s in cells.items() if s.variance == "own")
     return [f"{variant} ({stack} / {model})" for stack, model, variant in flagged]
 

@@ -11,7 +11,15 @@ import pytest
 from fixtures.verdict_sim import summary_rows as rows
 from scipy import stats as sps
 
-from servesweep.results.judge.board import PRIMARY, SECONDARY, Judging, Metric
+from servesweep.results.judge.board import (
+    PRIMARY,
+    SECONDARY,
+    Judging,
+    Metric,
+    judged_first_boots,
+    read_first_boots,
+    write_first_boots,
+)
 from servesweep.results.judge.verdicts import (
     FASTER,
     INCONCLUSIVE,
@@ -344,11 +352,39 @@ def test_first_boots_that_differ_are_left_out_when_two_boots_remain():
     (row16,) = [
         r
         for r in verdict_views.first_boot_rows(
-            frame, Judging.of({**ANALYSIS, "first_boot": "auto"})
+            judged_first_boots(frame, Judging.of({**ANALYSIS, "first_boot": "auto"}))
         )
         if r["level"] == 16
     ]
     assert row16["action"] == "kept" and "fewer than 2 boots" in row16["why"]
+
+
+def test_first_boot_decisions_survive_their_file(tmp_path):
+    # first_boots.csv carries the judge's decisions to the report: every level, with and
+    # without a contrast, a rate level's inf, read back equal.
+    rng = np.random.default_rng(3)
+    groups = []
+    for name in ("baseline", "a"):
+        for level in (1, 16, "inf"):
+            values = list(100 * np.exp(rng.normal(0, 0.01, 3)))
+            if level == 16:
+                values[0] *= 0.6
+            groups.append(rows(name, values, level=level))
+    groups.append(rows("lone", [100.0], level=64))  # one boot: no first/later contrast
+    frame = pd.DataFrame([r for g in groups for r in g])
+    first = judged_first_boots(frame, Judging.of({**ANALYSIS, "first_boot": "auto"}))
+    assert first[16].dropped and not first[1].dropped and first[64].contrast is None
+    write_first_boots(first, tmp_path / "first_boots.csv")
+    back = read_first_boots(tmp_path / "first_boots.csv")
+    assert list(back) == list(first) and math.inf in back
+    for level, fb in first.items():
+        got = back[level]
+        assert (got.dropped, got.why) == (fb.dropped, fb.why)
+        if fb.contrast is None:
+            assert got.contrast is None
+        else:
+            assert got.contrast == pytest.approx(fb.contrast, rel=1e-12)
+    assert read_first_boots(tmp_path / "absent.csv") == {}
 
 
 def test_repeats_needed_come_from_the_pooled_scatter():
