@@ -3,6 +3,8 @@
 Writers build these dicts; readers must tolerate missing optional fields and ignore fields
 they do not know. `tests/test_house.py` checks that every field named here is documented
 in docs/records.md and the other way round.
+
+The hunt's results/hunt/hunt.json has its own types: `servesweep.hunt.record`.
 """
 
 from __future__ import annotations

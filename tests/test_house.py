@@ -251,6 +251,13 @@ def test_record_types_are_the_documented_records(heading, record):
     assert set(typing.get_type_hints(record)) == documented_fields(heading)
 
 
+def test_the_hunt_record_type_is_the_documented_hunt_json():
+    from servesweep.hunt.record import HuntRecord
+
+    documented = documented_fields("Hunt — `results/hunt/hunt.json`")
+    assert set(typing.get_type_hints(HuntRecord)) == documented
+
+
 def test_verdict_columns_are_the_documented_columns():
     # verdicts.csv: the Comparison's fields, and the stage columns collect adds under
     # benchmark.repeats: auto.

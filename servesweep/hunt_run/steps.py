@@ -20,6 +20,17 @@ from typing import Any, cast
 
 from servesweep.hunt import spec as hs
 from servesweep.hunt import state as hstate
+from servesweep.hunt.record import (
+    BudgetRecord,
+    CandidateRecord,
+    HuntRecord,
+    LaunchRecord,
+    LedgerArm,
+    LedgerReference,
+    LedgerRound,
+    MeasuredCost,
+    RoundRecord,
+)
 from servesweep.hunt.state import BootKey
 from servesweep.hunt_run.observe import BootCost, cell_path, observations
 from servesweep.jsonfile import read_json
@@ -105,7 +116,7 @@ def observed_cells(sweep: Sweep, paths: Paths, step_json: str | Path) -> list[st
     return [str(cell_path(sweep, paths, BootKey(*k))) for k in record.get("observed", [])]
 
 
-def _cost(costs: Mapping[BootKey, BootCost], variant: str, boots) -> dict:
+def _cost(costs: Mapping[BootKey, BootCost], variant: str, boots) -> MeasuredCost:
     mine = [costs[BootKey(variant, b)] for b in boots if BootKey(variant, b) in costs]
     return {
         "boots": len(mine),
@@ -114,29 +125,39 @@ def _cost(costs: Mapping[BootKey, BootCost], variant: str, boots) -> dict:
     }
 
 
-def ledger(state: hstate.HuntState, costs: Mapping[BootKey, BootCost]) -> list[dict]:
+def ledger(state: hstate.HuntState, costs: Mapping[BootKey, BootCost]) -> list[LedgerRound]:
     """Per round: the reference's and each arm's boots and their measured cost."""
-    out = []
+    out: list[LedgerRound] = []
     for r in state.rounds:
-        arms = [
+        arms: list[LedgerArm] = [
             {
                 "candidate": a.candidate,
                 "variant": a.variant,
                 "role": a.role,
                 "verdict": a.verdict,
-                "boots": list(a.boots),
                 **_cost(costs, a.variant, a.boots),
             }
             for a in r.arms
         ]
-        ref = {"variant": r.reference, "boots": list(r.reference_boots)}
-        ref |= _cost(costs, r.reference, r.reference_boots)
-        total = {k: ref[k] + sum(a[k] for a in arms) for k in ("boots", "wall_s", "gpu_hours")}
+        ref: LedgerReference = {
+            "variant": r.reference,
+            **_cost(costs, r.reference, r.reference_boots),
+        }
+        total = _total(ref, arms)
         out.append({"round": r.index, "kind": r.kind, "reference": ref, "arms": arms, **total})
     return out
 
 
-def launch(sweep: Sweep, variant: str) -> dict:
+def _total(ref: MeasuredCost, arms: list[LedgerArm]) -> MeasuredCost:
+    """A round's boots and cost: the reference's and its arms'."""
+    return {
+        "boots": ref["boots"] + sum(a["boots"] for a in arms),
+        "wall_s": ref["wall_s"] + sum(a["wall_s"] for a in arms),
+        "gpu_hours": ref["gpu_hours"] + sum(a["gpu_hours"] for a in arms),
+    }
+
+
+def launch(sweep: Sweep, variant: str) -> LaunchRecord:
     """The composed variant's stack, flags, env and (placeholder) launch command."""
     h = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     spec = sweep.spec(h.stack_of(variant), h.model, variant)
@@ -151,7 +172,7 @@ def launch(sweep: Sweep, variant: str) -> dict:
     }
 
 
-def budget(spec) -> dict:
+def budget(spec) -> BudgetRecord:
     """The stated budget and what a boot is taken to cost (None: no limit)."""
     return {
         "boots": spec.budget_boots,
@@ -160,7 +181,7 @@ def budget(spec) -> dict:
     }
 
 
-def candidates(sweep: Sweep) -> dict:
+def candidates(sweep: Sweep) -> dict[str, CandidateRecord]:
     """Each candidate as the sweep file states it, in listing order."""
     h = cast(SweepHunt, sweep.hunt)  # a hunt's sweep
     return {
@@ -176,13 +197,13 @@ def candidates(sweep: Sweep) -> dict:
     }
 
 
-def rounds_record(spec, state: hstate.HuntState) -> list[dict]:
+def rounds_record(spec, state: hstate.HuntState) -> list[RoundRecord]:
     """The rounds as hunt.json holds them; each round's design with the power it has at δ
     at the scatter it was sized on, and whether the cap cut it short."""
-    out = jsonable(state.rounds)
+    out: list[RoundRecord] = jsonable(state.rounds)
     for r, record in zip(state.rounds, out, strict=True):
-        if r.plan is not None:
-            record["plan"] |= {
+        if r.plan is not None and (plan := record.get("plan")) is not None:
+            plan |= {
                 "capped": r.plan.capped,
                 "power_at_delta": hs.power_of(spec, r.plan),
                 "alpha_per_arm_and_level": spec.alpha / (r.plan.arms * len(spec.objective.levels)),
@@ -190,12 +211,12 @@ def rounds_record(spec, state: hstate.HuntState) -> list[dict]:
     return out
 
 
-def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> dict:
+def hunt_record(sweep: Sweep, paths: Paths, last_step: dict) -> HuntRecord:
     """results/hunt/hunt.json: the path, the final configuration and the ledger."""
     keys = [BootKey(*k) for k in last_step["observed"]]
     obs, costs = observations(sweep, paths, keys)
     state = hstate.replay(cast(SweepHunt, sweep.hunt).spec, obs)
-    spent = {
+    spent: MeasuredCost = {
         "boots": len(costs),
         "wall_s": round(sum(c.wall_s for c in costs.values()), 3),
         "gpu_hours": round(sum(c.gpu_hours for c in costs.values()), 6),

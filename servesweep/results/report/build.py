@@ -19,6 +19,7 @@ import pandas as pd
 from servesweep import CLIENT_VERSION, METRICS_VERSION, fmt
 from servesweep.bench.metrics import CLIENT_BOUND_RATIO, CLIENT_CPU_SATURATED
 from servesweep.correctness import views as correctness_views
+from servesweep.hunt.record import HuntRecord
 from servesweep.jsonfile import utc_now
 from servesweep.level import level_key
 from servesweep.records import CellRead, CellRecord, ModelRead, SpecRead
@@ -127,7 +128,7 @@ def build_report(
     settings: ReportSettings,
     current_client_version: str | None = None,
     correctness_csv: Path | None = None,
-    hunt: dict | None = None,
+    hunt: HuntRecord | None = None,
     first_boots_csv: Path | None = None,
 ) -> None:
     """Write one self-contained HTML report from summary.csv, verdicts.csv, the judge's

@@ -267,7 +267,7 @@ def test_over_budget_and_undecided_are_said_in_words():
         "round 2: undecided: the budget ran out at 2 boots a side (the round planned 4); "
         "about 4 more boots"
     )
-    undecided = {"candidate": "x", "variant": "s+x", "verdict": "undecided",
+    undecided = {"candidate": "x", "variant": "s+x", "role": "candidate", "verdict": "undecided",
                  "reason": "undecided at 4 boots"}  # fmt: skip
     assert hunt_views.verdict_words(undecided, None) == (
         "undecided: boots cut short",
@@ -345,6 +345,10 @@ def test_invalid_arms_and_a_reference_measured_less_than_asked():
                     "reference": {"variant": "b", "boots": 2, "wall_s": 60.0, "gpu_hours": 0},
                     "arms": [{"variant": "b+cb", "role": "candidate", "boots": 2,
                               "wall_s": 60.0, "gpu_hours": 0}]}],
+        "spent": {"boots": 4, "wall_s": 120.0, "gpu_hours": 0},
+        "planned_cost": {"boots": 4, "gpu_hours": 0},
+        "worst_case": {"boots": 40, "gpu_hours": 0},
+        "budget": {"boots": None, "gpu_hours": None, "gpu_hours_per_boot": 0},
     }  # fmt: skip
     (r,) = hunt_views.round_views(hunt)
     assert r["reference_boots"] == "2 measured of 4 (r0–r3) asked"
