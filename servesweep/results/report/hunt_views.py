@@ -26,27 +26,28 @@ from servesweep.hunt.record import (
     PlanRecord,
     RoundRecord,
 )
+from servesweep.hunt.rounds import ArmVerdict
 from servesweep.hunt.spec import RoundPlan, design_words
 from servesweep.results.report.plots import _png
 
 # verdict -> (the word the report shows, the pill's class)
-WORDS = {
-    "adopt": ("adopted", "ok"),
-    "reject": ("rejected", "failed"),
-    "undecided": ("undecided: boots cut short", "warn"),
-    "running": ("measuring", "warn"),
-    "confirmed": ("confirmed", "ok"),
-    "not confirmed": ("not confirmed", "failed"),
-    "needed": ("needed", "ok"),
-    "not needed": ("not needed", "warn"),
+WORDS: dict[str, tuple[str, str]] = {
+    ArmVerdict.ADOPT: ("adopted", "ok"),
+    ArmVerdict.REJECT: ("rejected", "failed"),
+    ArmVerdict.UNDECIDED: ("undecided: boots cut short", "warn"),
+    ArmVerdict.RUNNING: ("measuring", "warn"),
+    ArmVerdict.CONFIRMED: ("confirmed", "ok"),
+    ArmVerdict.NOT_CONFIRMED: ("not confirmed", "failed"),
+    ArmVerdict.NEEDED: ("needed", "ok"),
+    ArmVerdict.NOT_NEEDED: ("not needed", "warn"),
 }
 # the words of a check arm's verdict (its reason follows)
-CHECK_WHY = {
-    "confirmed": "the final is better than the start on fresh boots",
-    "not confirmed": "the final is not shown better than the start on fresh boots",
-    "needed": "the final is better with it than without it",
-    "not needed": "the final is not shown better with it than without it",
-    "undecided": "not decided in the boots the budget allowed",
+CHECK_WHY: dict[str, str] = {
+    ArmVerdict.CONFIRMED: "the final is better than the start on fresh boots",
+    ArmVerdict.NOT_CONFIRMED: "the final is not shown better than the start on fresh boots",
+    ArmVerdict.NEEDED: "the final is better with it than without it",
+    ArmVerdict.NOT_NEEDED: "the final is not shown better with it than without it",
+    ArmVerdict.UNDECIDED: "not decided in the boots the budget allowed",
 }
 _ROUND = re.compile(r"\bround (\d+)\b")
 _PLACEHOLDER = re.compile(r"[\w/.:=@%+,-]*<\w+>[\w/.:=@%+,-]*")
@@ -104,13 +105,13 @@ def counted_from_one(reason: str) -> str:
 def verdict_words(arm: ArmRecord, adopted: str | None) -> tuple[str, str, str]:
     """(the verdict in words, its pill class, why) of one arm of a round."""
     verdict, reason = arm["verdict"], counted_from_one(arm["reason"])
-    if verdict == "dropped":
+    if verdict == ArmVerdict.DROPPED:
         if reason.startswith("crashed: "):
             return "crashed", "failed", reason.removeprefix("crashed: ")
         if reason == "changes answers":
             return "changes outputs", "failed", "its greedy answers differ from the start's"
         return "invalid", "failed", f"{reason}: no valid value (see Validity below)"
-    if verdict == "adopt" and arm["role"] == "candidate":
+    if verdict == ArmVerdict.ADOPT and arm["role"] == "candidate":
         if reason.startswith("screen: "):  # kept on its mean; the checks decide
             return "kept", "ok", reason
         if arm["candidate"] == adopted:
@@ -272,7 +273,7 @@ def candidate_outcomes(hunt: HuntRecord) -> list[dict]:
         elif name in last_arm:
             r, a = last_arm[name]
             word, cls, why = verdict_words(a, r["adopted"])
-            if a["verdict"] == "adopt":  # better, but the hunt stopped before retrying it
+            if a["verdict"] == ArmVerdict.ADOPT:  # better, but the hunt stopped before retrying it
                 word, cls = "not adopted", "warn"
             row |= {"outcome": word, "cls": cls, "why": f"{step} {r['index'] + 1}: {why}"}
         else:
