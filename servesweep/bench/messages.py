@@ -59,6 +59,7 @@ class Status(NamedTuple):
     errors: int
     events: int  # SSE events of finished requests
     last_progress_ns: int  # the last time any of its streams received bytes
+    last_end_ns: int = 0  # when its last finished request ended (perf_counter_ns; 0: none yet)
 
 
 class PhaseDone(NamedTuple):

@@ -6,8 +6,13 @@ as usual and are recorded).
 What the coordinator sees is each worker's status every 0.1 s: finished requests and the
 SSE events of finished streams (about one per token; the role, usage and [DONE] events add
 a few per request). A batch ends at the first status at which B more requests have
-finished; its tokens are the events that finished in it, its seconds the coordinator's
-clock between the two statuses. So the rule's estimate is of events per second, which
+finished; its tokens are the events that finished in it, its seconds the time between the
+ends of the last requests finished at the two statuses (each status carries its worker's
+last end, `Status.last_end_ns`): exact, where the coordinator's clock between statuses moves
+in steps of the statuses' 0.1 s, which at one stream (a batch of 10 requests in ~2 s) made
+batches look alike and the RSE 10 times too small (docs/sglang-h200.md, 2026-12-07). With
+several workers a status may be up to 0.1 s old; where the newest end has not moved the
+coordinator's clock is used. So the rule's estimate is of events per second, which
 differs from output tokens per second by a constant factor when every request asks for the
 same output length: the RSE, which is all the rule uses, is the same. The level's recorded
 throughput is computed from its requests afterwards, as for any level.
@@ -35,11 +40,12 @@ class PrecisionStop:
         self.batches: list[Batch] = []
         self.answer: RequestStop | None = None
         self.start_s = self.mark_s = 0.0
-        self.mark_finished = self.mark_events = 0
+        self.mark_finished = self.mark_events = self.mark_end_ns = 0
 
     def start(self, status: Sequence[Status]) -> None:
         """The measured phase begins (the warm-up's requests have all ended)."""
         self.start_s = self.mark_s = time.monotonic()
+        self.mark_end_ns = time.perf_counter_ns()  # the workers' clock
         self.mark_finished = self.warmup
         self.mark_events = sum(s.events for s in status)
 
@@ -58,8 +64,12 @@ class PrecisionStop:
         boundary = finished - self.mark_finished >= self.size
         if boundary:
             events = sum(s.events for s in status)
-            self.batches.append(Batch(events - self.mark_events, now - self.mark_s))
+            end_ns = max(s.last_end_ns for s in status)
+            moved = end_ns > self.mark_end_ns
+            seconds = (end_ns - self.mark_end_ns) / 1e9 if moved else now - self.mark_s
+            self.batches.append(Batch(events - self.mark_events, seconds))
             self.mark_finished, self.mark_events, self.mark_s = finished, events, now
+            self.mark_end_ns = max(end_ns, self.mark_end_ns)
         if boundary or sent >= self.rule.max_requests or now - self.start_s >= self.rule.max_s:
             elapsed = now - self.start_s
             self.answer = request_stop(self.rule, self.batches, elapsed, sent, self.boot_share_s)

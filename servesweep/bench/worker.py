@@ -107,6 +107,7 @@ class Worker:
         self.kept = self.packed = 0
         self.done: list[Request] = []
         self.inflight = self.finished = self.errors = self.events = 0
+        self.last_end_ns = 0  # the last finished request's end: a batch's exact boundary
         self.max_lag_s = 0.0
         self.aborted = False
         self.slots: set[Slot] = set()
@@ -138,6 +139,7 @@ class Worker:
 
     def book(self, r: Request) -> None:
         self.finished += 1
+        self.last_end_ns = max(self.last_end_ns, r.end_ns)
         self.done.append(r)
         if r.error is not None:
             self.errors += 1
@@ -188,6 +190,7 @@ class Worker:
                 self.errors,
                 self.events,
                 self.client.last_progress_ns,
+                self.last_end_ns,
             ),
         )
 
