@@ -11,7 +11,7 @@ from fixtures.sse_server import ServerProcess
 
 from servesweep.bench.client import ClientSettings, run_level
 from servesweep.level import Level
-from servesweep.sizing import Precision
+from servesweep.sizing import BOUND_MIN_BATCHES, Estimate, Precision, rse_bound
 from servesweep.workloads.base import Prompt
 
 # Each request's TTFT cycles through 4..40 ms, then 8 tokens 2 ms apart: a level of 4
@@ -51,10 +51,15 @@ def test_auto_stops_for_precision_and_agrees_with_a_long_level(server, tmp_path)
     rule = Precision(rse_pct=3.0, min_batches=5, max_s=60.0, max_requests=2000)
     auto, measured = level(server, tmp_path, rule.max_requests, rule)
     assert auto["status"] == "ok" and auto["stop_reason"] == "precision"
-    assert auto["stop_rse"] <= 0.03 and auto["stop_batches"] >= 5
-    # It sent what it needed, not its cap: at least min_batches + 1 batches of 10, and the
-    # summary counts what it sent (none of the unsent prompts is a failure).
-    assert 60 <= auto["num_prompts"] == len(measured) == auto["completed"] < 2000
+    # After min_batches on the estimate, or from 3 on its upper 95 % bound (batches timed
+    # by the requests' own ends are alike here: each holds one cycle of the script).
+    k = auto["stop_batches"]
+    assert auto["stop_rse"] <= 0.03 and k >= BOUND_MIN_BATCHES
+    if k < rule.min_batches:
+        assert rse_bound(Estimate(None, auto["stop_rse"], k)) <= 0.03
+    # It sent what it needed, not its cap: at least its counted batches and the discarded
+    # one, and the summary counts what it sent (none of the unsent prompts is a failure).
+    assert 10 * (k + 1) <= auto["num_prompts"] == len(measured) == auto["completed"] < 2000
     # Unbiased: its throughput within 3 RSE of a fixed level 5x longer, same server.
     long, _ = level(server, tmp_path, 5 * auto["num_prompts"])
     ratio = auto["output_throughput"] / long["output_throughput"]
