@@ -147,6 +147,7 @@ def build_report(
     variants = [baseline, *[v for v in variants if v != baseline]]
 
     judging = settings.judging or Judging.of(analysis)
+    on_objective = verdict_views.objective_cells(df, judging, first)
     plots = [
         metric_plot(
             df, "output_throughput", "output tokens / s", "Output throughput", variants,
@@ -199,12 +200,19 @@ def build_report(
         metrics_version=METRICS_VERSION,
         judging=judging,
         verdict_tables=verdict_views.verdict_tables(
-            df, verdicts, stacks, variants, judging, first, flags, views.accept_lengths(cells)
+            df,
+            verdicts,
+            stacks,
+            variants,
+            judging,
+            on_objective,
+            flags,
+            views.accept_lengths(cells),
         ),
         verdict_lines=verdict_views.verdict_lines(verdicts, flags=flags),
         secondary_lines=verdict_views.secondary_lines(verdicts),
         first_boots=verdict_views.first_boot_rows(first),
-        own_scatter=verdict_views.own_scatter(df, judging, first),
+        own_scatter=verdict_views.own_scatter(on_objective),
         machines=verdict_views.machine_notes(df),
         correctness=correctness_views.correctness_rows(answers),
         stack_lines=verdict_views.verdict_lines(verdicts, kind="stack"),

@@ -20,6 +20,7 @@ from servesweep.results.judge.board import (
     CellStats,
     FirstBootLevel,
     Judging,
+    Key,
     summary_cell_stats,
 )
 from servesweep.results.judge.verdicts import FASTER, INCONCLUSIVE, SAME, SLOWER, SMALL
@@ -129,16 +130,15 @@ def verdict_tables(
     stacks: list[str],
     variants: list[str],
     judging: Judging,
-    first: Mapping[object, FirstBootLevel],
+    stats_of: Mapping[Key, CellStats],
     flags: dict | None = None,
     accept: dict | None = None,
 ) -> list[dict]:
     """Per stack × model: variant × level of the objective, Δ % vs the baseline with its
-    interval and what it stands on, and the verdict (`first`: the judge's first-boot
-    decisions, first_boots.csv)."""
+    interval and what it stands on, and the verdict (`stats_of`: the objective's cells,
+    `objective_cells`)."""
     df = summary[summary["level"].notna()].copy()
     df["level"] = df["level"].map(parse_value)
-    stats_of = summary_cell_stats(summary, judging.objective, first)
     v = _objective(verdicts, "variant")
     v = v[v["metric"] == judging.objective]
     by = {(r.stack, r.model, r.variant, parse_value(r.level)): r for r in v.itertuples(index=False)}
@@ -367,12 +367,18 @@ def first_boot_rows(first: Mapping[object, FirstBootLevel]) -> list[dict]:
     return rows
 
 
-def own_scatter(
+def objective_cells(
     summary: pd.DataFrame, judging: Judging, first: Mapping[object, FirstBootLevel]
-) -> list[str]:
-    """The configurations the guard judged by their own scatter (on the objective): their
-    boots scatter more than the rest's, so the premise does not hold for them."""
-    cells = summary_cell_stats(summary, judging.objective, first)
+) -> dict[Key, CellStats]:
+    """Every cell's statistics on the objective, with the judge's first-boot decisions
+    (`first`: first_boots.csv): what the verdict tables and the own-scatter list show."""
+    return summary_cell_stats(summary, judging.objective, first)
+
+
+def own_scatter(cells: Mapping[Key, CellStats]) -> list[str]:
+    """The configurations the guard judged by their own scatter (on the objective: `cells`
+    from `objective_cells`): their boots scatter more than the rest's, so the premise does
+    not hold for them."""
     flagged = dict.fromkeys(k[:3] for k, s in cells.items() if s.variance == "own")
     return [f"{variant} ({stack} / {model})" for stack, model, variant in flagged]
 
