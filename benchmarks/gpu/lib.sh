@@ -33,7 +33,8 @@ GPU_IMAGE="absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annota
  requests rich safetensors scipy setuptools shellingham six tabulate tokenizers torch tqdm
  transformers typer typing-extensions urllib3 uvloop wheel wrapt yarl zipp"
 # One part and the repo copy must fit in one call (64 MiB): 40 MiB leaves ~22 MiB for the
-# checkout (19 MiB with the GPU records of 2026-12-07, which .devtree leaves out; 56 MiB parts stopped fitting at 15 MB).
+# checkout (19 MiB with the GPU records of 2026-12-07, which .devtree leaves out; 56 MiB
+# parts stopped fitting at 15 MB).
 GPU_PART_MIB=40
 GPU_PART=${GPU_PART:-${GPU_PART_MIB}M} # split's size (the tests use a few KiB)
 
