@@ -152,6 +152,7 @@ def build_report(
         metric_plot(
             df, "output_throughput", "output tokens / s", "Output throughput", variants,
             first=first,
+            board=on_objective if judging.objective == "output_throughput" else None,
         ),
         metric_plot(
             df, "p99_ttft_ms", "TTFT p99 (ms)", "TTFT p99", variants, logy=True, first=first

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from servesweep.level import level_key, parse_value
-from servesweep.results.judge.board import FirstBootLevel, summary_cell_stats
+from servesweep.results.judge.board import CellStats, FirstBootLevel, Key, summary_cell_stats
 
 
 def _png(fig: Figure) -> str:
@@ -71,15 +71,19 @@ def metric_figure(
     variants: list[str],
     logy: bool = False,
     first: Mapping[object, FirstBootLevel] | None = None,
+    board: Mapping[Key, CellStats] | None = None,
 ) -> Figure | None:
     """One line per stack / model / variant: the geometric mean over valid boots at each
     level, its 95 % interval as a band (a ratio interval from the pooled boot scatter, as
     the verdicts judge it: never below zero), and every boot's own value as a point.
-    `first`: the judge's first-boot decisions (first_boots.csv; absent: none dropped)."""
+    `first`: the judge's first-boot decisions (first_boots.csv; absent: none dropped).
+    `board`: the cells' statistics on `column` where the caller has them already (the
+    objective's, verdict_views.objective_cells); else computed here."""
     df = summary[summary["level"].notna() & summary["valid"]].copy()
     if df.empty or column not in df:
         return None
-    board = summary_cell_stats(summary, column, first or {})
+    if board is None:
+        board = summary_cell_stats(summary, column, first or {})
     df["level"] = df["level"].map(parse_value)
     rate = "load" in df and (df["load"] == "rate").any()
     at = inf_position(df["level"].unique())
