@@ -44,7 +44,10 @@ its sampling is then as large a share of a boot's variance as its seconds are of
 cost. No request count and no per-request cost enter (both are inside v and t). c_b is the
 boot's launch -> ready seconds over its measured levels (`servesweep.run.boot`): levels
 that scatter alike get exactly their part of the shared optimum (`stats.
-shared_boot_per_level`); t the measured phase's seconds so far.
+shared_boot_per_level`); t the measured phase's seconds so far. σ_B is one number for
+every level, or one a level (`boot_cv_pct: {1: 1.0, 10: 1.0, 256: 8.0}`, `Precision.
+boot_cv`): on an H100 it was ~1 % at levels 1 and 10 and 6-9 % at 256 (docs/sglang-h200.md),
+where one number either runs 256 to its cap or stops 1 and 10 too early.
 
 Measured on simulated levels with known truth (tests/unit/test_sizing.py): the stopped
 estimate's mean is within 0.5 % of the true throughput, and its RSE at the stop is the
@@ -57,7 +60,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple, cast
 
-from servesweep.level import INF, Level
+from servesweep.level import INF, Level, parse_value
 
 MIN_BATCH_REQUESTS = 10  # requests in a batch at least (level 1 would batch single requests)
 StopReason = Literal["precision", "cost_optimal", "cap", "max_requests"]
@@ -76,12 +79,32 @@ class Precision(NamedTuple):
     batch_requests: int = 0  # requests a batch; 0: max(level, MIN_BATCH_REQUESTS)
     max_s: float = 120.0  # the measured phase's time cap
     max_requests: int = 5000  # the measured phase's request cap
-    boot_cv_pct: float | None = None  # σ_B, %: stop at the cost-optimal length instead
+    # σ_B, %: stop at the cost-optimal length instead. One number for every level, or
+    # (level key, σ_B) pairs in level order where boots scatter differently at different
+    # levels (pairs, not a dict: the rule stays hashable); read it with `boot_cv`.
+    boot_cv_pct: float | tuple[tuple[str, float], ...] | None = None
 
     @classmethod
     def of(cls, benchmark: Mapping) -> Precision:
-        given = benchmark.get("precision") or {}
+        given = dict(benchmark.get("precision") or {})
+        per_level = given.get("boot_cv_pct")
+        if isinstance(per_level, Mapping):  # keys as YAML wrote them (1) or a spec's JSON ("1")
+            pairs = [(Level.parse(k).key, float(v)) for k, v in per_level.items()]
+            given["boot_cv_pct"] = tuple(sorted(pairs, key=lambda kv: parse_value(kv[0])))
         return cls(**{k: v for k, v in given.items() if k in cls._fields})
+
+    def boot_cv(self, level: Level | None) -> float | None:
+        """σ_B in % at a level (None: no σ_B stated, the rule is `rse_pct`'s). Under a
+        per-level map, a level it does not name (a capacity-search probe, which lies between
+        two configured levels) takes the σ_B of the nearest named level below it (the lowest
+        one's below them all): boots scatter more at higher levels (docs/sglang-h200.md), so
+        this errs towards the longer, more precise level."""
+        if not isinstance(self.boot_cv_pct, tuple):
+            return self.boot_cv_pct
+        if level is None:
+            raise ValueError("a per-level precision.boot_cv_pct needs the level")
+        below = [cv for key, cv in self.boot_cv_pct if parse_value(key) <= level.value]
+        return below[-1] if below else self.boot_cv_pct[0][1]
 
     def batch_size(self, level: Level) -> int:
         """Requests a batch at a concurrency level (`auto` sizes concurrency levels only)."""
@@ -147,15 +170,19 @@ def rse_bound(est: Estimate) -> float | None:
     return est.rse * math.sqrt(df / chi2_05(df))
 
 
-def target_rse(rule: Precision, elapsed_s: float, boot_share_s: float | None) -> float | None:
+def target_rse(
+    rule: Precision, elapsed_s: float, boot_share_s: float | None, level: Level | None = None
+) -> float | None:
     """The RSE a level stops at (a fraction): `rse_pct`, or under `boot_cv_pct` the
-    cost-optimal one, σ_B √(t / c_b) (module doc); None without a boot cost (only the caps
+    cost-optimal one, σ_B √(t / c_b) with the level's own σ_B (module doc; `level` is
+    needed only where σ_B is given per level); None without a boot cost (only the caps
     stop it)."""
-    if rule.boot_cv_pct is None:
+    boot_cv = rule.boot_cv(level)
+    if boot_cv is None:
         return rule.rse_pct / 100
     if not boot_share_s or boot_share_s <= 0:
         return None
-    return rule.boot_cv_pct / 100 * math.sqrt(max(elapsed_s, 0.0) / boot_share_s)
+    return boot_cv / 100 * math.sqrt(max(elapsed_s, 0.0) / boot_share_s)
 
 
 def request_stop(
@@ -164,16 +191,18 @@ def request_stop(
     elapsed_s: float,
     sent: int,
     boot_share_s: float | None = None,
+    level: Level | None = None,
 ) -> RequestStop:
     """Whether a level under `num_prompts: auto` stops now: asked at each batch boundary
     (`batches`: every finished batch of the measured phase, the first included), and at
     any time for the caps (`elapsed_s`: seconds since the measured phase began; `sent`:
     measured requests sent; `boot_share_s`: the boot's start-up seconds a measured level,
-    which the cost-optimal target needs). Precision first: a level that reached its target
+    which the cost-optimal target needs; `level`: the level, whose own σ_B it takes
+    where `boot_cv_pct` is given per level). Precision first: a level that reached its target
     as the cap came says so. At the target: the estimate after `min_batches` counted
     batches, or its upper bound (`rse_bound`) after BOUND_MIN_BATCHES."""
     est = batch_estimate(batches)
-    target = target_rse(rule, elapsed_s, boot_share_s)
+    target = target_rse(rule, elapsed_s, boot_share_s, level)
     bound = rse_bound(est) if est.batches >= BOUND_MIN_BATCHES else None
     if target is not None and est.rse is not None:
         estimate_at = est.batches >= rule.min_batches and est.rse <= target

@@ -217,7 +217,7 @@ def run_level(
         stopper = None
         if precision is not None:
             size = precision.batch_size(level)
-            stopper = PrecisionStop(precision, size, warmup, boot_share_s)
+            stopper = PrecisionStop(precision, size, warmup, boot_share_s, level)
         outcome = run_workers(
             configs, len(prompts), settings.stall_timeout_s, progress, label, cutoff, stopper
         )

@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 
 from servesweep.bench.messages import Status
+from servesweep.level import Level
 from servesweep.sizing import Batch, Precision, RequestStop, request_stop, target_rse
 
 
@@ -33,10 +34,16 @@ class PrecisionStop:
     """The stop rule over one level's measured phase, fed the workers' statuses."""
 
     def __init__(
-        self, rule: Precision, batch_requests: int, warmup: int, boot_share_s: float | None
+        self,
+        rule: Precision,
+        batch_requests: int,
+        warmup: int,
+        boot_share_s: float | None,
+        level: Level,
     ):
         self.rule, self.size, self.warmup = rule, batch_requests, warmup
         self.boot_share_s = boot_share_s  # the cost-optimal target's c_b (sizing.target_rse)
+        self.level = level  # whose σ_B the target takes (`Precision.boot_cv`)
         self.batches: list[Batch] = []
         self.answer: RequestStop | None = None
         self.start_s = self.mark_s = 0.0
@@ -72,12 +79,14 @@ class PrecisionStop:
             self.mark_end_ns = max(end_ns, self.mark_end_ns)
         if boundary or sent >= self.rule.max_requests or now - self.start_s >= self.rule.max_s:
             elapsed = now - self.start_s
-            self.answer = request_stop(self.rule, self.batches, elapsed, sent, self.boot_share_s)
+            self.answer = request_stop(
+                self.rule, self.batches, elapsed, sent, self.boot_share_s, self.level
+            )
         return self.stopped
 
     def fields(self) -> dict:
         """The level summary's record of why it stopped."""
-        answer = self.answer or request_stop(self.rule, self.batches, 0.0, 0)
+        answer = self.answer or request_stop(self.rule, self.batches, 0.0, 0, None, self.level)
         rse = answer.estimate.rse
         fields = {
             "stop_reason": answer.reason if answer.stop else None,
@@ -86,7 +95,7 @@ class PrecisionStop:
         }
         if self.rule.boot_cv_pct is not None:  # the cost-optimal target where it stopped
             elapsed = self.mark_s - self.start_s
-            target = target_rse(self.rule, elapsed, self.boot_share_s)
+            target = target_rse(self.rule, elapsed, self.boot_share_s, self.level)
             fields["stop_target_rse"] = None if target is None else round(target, 5)
             fields["boot_share_s"] = self.boot_share_s
         return fields

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from servesweep.level import parse_value
+from servesweep.level import Level, levels_of, load_kind, parse_value
 from servesweep.server.gpu_slots import parallel_gpus
 from servesweep.workloads import workload_problem
 
@@ -81,6 +81,33 @@ def check_loads(config: dict) -> None:
     problem = workload_problem(bench.get("workload", {}))
     if problem:
         raise CheckError(f"config: benchmark.workload.{problem}")
+
+
+def check_precision(config: dict) -> None:
+    """A per-level `benchmark.precision.boot_cv_pct` names each measured level once, as
+    `benchmark.levels` (or `rate`) writes it, and no other: a level without its σ_B would
+    stop on another's, silently."""
+    bench = config["benchmark"]
+    per_level = (bench.get("precision") or {}).get("boot_cv_pct")
+    if not isinstance(per_level, dict):
+        return
+    key = "benchmark.precision.boot_cv_pct"
+    levels = levels_of(bench)
+    known = f"(benchmark.{'rate' if 'rate' in bench else 'levels'}: {', '.join(map(str, levels))})"
+    named: set[Level] = set()
+    for given in per_level:
+        try:
+            level = Level.parse(given, load_kind(bench))
+        except ValueError:
+            raise CheckError(f"config: {key}: {given!r} is not a level {known}") from None
+        if level not in levels:
+            raise CheckError(f"config: {key}: level {given} is not measured {known}")
+        if level in named:
+            raise CheckError(f"config: {key}: level {given} is given twice {known}")
+        named.add(level)
+    missing = [lv for lv in levels if lv not in named]
+    if missing:
+        raise CheckError(f"config: {key}: no σ_B for level {missing[0]} {known}")
 
 
 def check_analysis(config: dict) -> None:

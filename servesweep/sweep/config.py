@@ -31,6 +31,7 @@ from servesweep.sweep.checks import (
     CheckError,
     check_analysis,
     check_loads,
+    check_precision,
     check_stacks,
     check_variant_gpus,
     variant_gpus,
@@ -402,6 +403,7 @@ def check_semantics(config: dict) -> None:
         check_variant_gpus(config, resolved)
         check_stacks(config)
         check_loads(config)
+        check_precision(config)
         check_analysis(config)
         check_hunt(config, hunt_of(config, resolved), checks.check_flags)
     except CheckError as exc:
@@ -430,11 +432,25 @@ def check_semantics(config: dict) -> None:
         )
 
 
+def key_boot_cv_by_level(bench: dict) -> None:
+    """A per-level `precision.boot_cv_pct` keyed as the workflow names levels (`Level.key`:
+    "1", "inf"), in level order, in place. The spec's canonical JSON sorts its keys: YAML's
+    int keys (2 before 10) and the spec's own read back from JSON ("10" before "2") would
+    give two texts of one spec, and a map mixing the two cannot be sorted at all."""
+    precision = bench.get("precision") or {}
+    per_level = precision.get("boot_cv_pct")
+    if isinstance(per_level, dict):
+        kind = load_kind_of(bench)
+        levels = sorted((Level.parse(k, kind), v) for k, v in per_level.items())
+        precision["boot_cv_pct"] = {level.key: v for level, v in levels}
+
+
 def load(config: dict) -> Sweep:
     """Validate (schema, then semantics) and resolve a config dict."""
     validate_schema(config)
     config = with_defaults(config)
     check_semantics(config)
+    key_boot_cv_by_level(config["benchmark"])
     variants = resolve_variants(config["variants"], config["engine"])
     hunt = hunt_of(config, variants)  # check_semantics has checked it
     return Sweep(

@@ -18,6 +18,10 @@ from typing import Any
 from servesweep.level import parse_value
 from servesweep.sizing import cost_optimal_per_boot
 
+# The levels' σ_B differ by more than this factor (max / min): the advice is a per-level
+# `boot_cv_pct` map rather than their median.
+SPREAD_FOR_A_MAP = 2.0
+
 
 def _num(x) -> float:
     try:
@@ -68,15 +72,29 @@ def scatter_advice(rows: Iterable[dict], records: Iterable[dict] = ()) -> list[s
     # What num_prompts: auto's cost-optimal stop takes (sizing.target_rse): σ_B where the
     # components are split, else the boots' total scatter, which also holds the requests'
     # sampling (so it overstates σ_B: shorter levels than the optimum).
-    sigmas = [_num(r.get("sigma_boot_pct")) for r in by_level.values()]
+    sigmas = {
+        level: _num(r.get("sigma_boot_pct"))
+        for level, r in sorted(by_level.items(), key=lambda kv: float(kv[0]))
+        if _num(r.get("sigma_boot_pct")) > 0
+    }
     is_split = all(r["components_from"] != "total" for r in by_level.values())
-    sigmas = [b for b in sigmas if b > 0]
     if sigmas:
         what = "σ_B" if is_split else "boot scatter, requests' sampling included: above σ_B"
-        lines.append(
-            "  num_prompts: auto can size each level from it: benchmark.precision.boot_cv_pct: "
-            f"{statistics.median(sigmas):.1f} (the levels' median {what}; servesweep/sizing.py)"
-        )
+        key = "num_prompts: auto can size each level from it: benchmark.precision.boot_cv_pct:"
+        if max(sigmas.values()) > SPREAD_FOR_A_MAP * min(sigmas.values()):
+            # One number would stop the quiet levels early or run the scattered ones to the cap
+            # (docs/sglang-h200.md: σ_B 1 % at levels 1 and 10, 6-9 % at 256).
+            each = ", ".join(f"{level}: {b:.1f}" for level, b in sigmas.items())
+            lines.append(
+                f"  {key} {{{each}}} (each level's {what}: they differ more than "
+                f"{SPREAD_FOR_A_MAP:g}x, so one each; every level of benchmark.levels needs "
+                "one; servesweep/sizing.py)"
+            )
+        else:
+            lines.append(
+                f"  {key} {statistics.median(sigmas.values()):.1f} (the levels' median {what}; "
+                "servesweep/sizing.py)"
+            )
     for level in sorted(by_level, key=float):
         r = by_level[level]
         b, w = _num(r.get("sigma_boot_pct")), _num(r.get("sigma_within_pct"))

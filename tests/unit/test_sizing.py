@@ -175,3 +175,56 @@ def test_the_rse_bound_is_chi2s_and_a_lucky_spread_stops_at_most_5_percent():
         assert below_bound / 4000 < 0.075, k  # 0.05 and its Monte-Carlo error (0.0034)
         assert below_estimate / 4000 > 0.4, k
     assert rse_bound(batch_estimate([Batch(TOKENS, 1.0)] * 2)) is None  # one counted
+
+
+def cost_optimal_stop_s(rule: Precision, level: Level, seed: int, c: float, c_b: float) -> float:
+    """Seconds a level of batches of mean 1 s and CV c runs under `rule` before it stops
+    (the cost-optimal target, with the boot's share c_b), from a seeded stream."""
+    rng = np.random.default_rng(seed)
+    sigma = math.sqrt(math.log1p(c**2))
+    batches, elapsed = [], 0.0
+    while True:
+        d = math.exp(rng.normal(-(sigma**2) / 2, sigma))
+        batches.append(Batch(TOKENS, d))
+        elapsed += d
+        stop = request_stop(rule, batches, elapsed, 20 * len(batches), c_b, level)
+        if stop.stop:
+            assert stop.reason == "cost_optimal"
+            return elapsed
+
+
+def test_a_per_level_boot_scatter_stops_each_level_at_its_own_cost_optimal_length():
+    # The H100's σ_B: ~1 % at levels 1 and 10, ~8 % at 256 (docs/sglang-h200.md, lease C).
+    # Each level under the map stops exactly where one number, its own σ_B, stops it on the
+    # same batches; and 256 (more boot scatter: a boot's own sampling matters less) stops
+    # far sooner than 1 on batches that scatter alike.
+    limits = {"min_batches": 5, "max_s": 1e9, "max_requests": 10**9}
+    per_level = Precision.of({"precision": {"boot_cv_pct": {1: 1.0, 10: 1.0, 256: 8.0}, **limits}})
+    # Hashable, and the same rule whatever the keys' order or spelling (a spec's JSON: "1").
+    as_json = {"boot_cv_pct": {"256": 8.0, "1": 1.0, "10": 1.0}, **limits}
+    assert hash(per_level) == hash(Precision.of({"precision": as_json}))
+    c, c_b = 0.3, 60.0
+    stops: dict[int, list[float]] = {1: [], 256: []}
+    for seed in range(200):
+        for value, own in ((1, 1.0), (256, 8.0)):
+            level = Level.parse(value)
+            alone = Precision(boot_cv_pct=own, **limits)
+            got = cost_optimal_stop_s(per_level, level, seed, c, c_b)
+            assert got == cost_optimal_stop_s(alone, level, seed, c, c_b)
+            stops[value].append(got)
+    assert np.median(stops[256]) * 5 < np.median(stops[1])
+
+
+def test_a_per_level_boot_scatter_is_read_by_level_key():
+    # Keys as the sweep file writes levels (YAML ints) or as a spec's JSON does (strings).
+    for given in ({1: 1.0, 10: 1.5, 256: 8}, {"1": 1.0, "10": 1.5, "256": 8}):
+        rule = Precision.of({"precision": {"boot_cv_pct": given}})
+        assert rule.boot_cv_pct == (("1", 1.0), ("10", 1.5), ("256", 8.0))
+        assert [rule.boot_cv(Level.parse(v)) for v in (1, 10, 256)] == [1.0, 1.5, 8.0]
+        # A capacity-search probe between two levels: the one below's σ_B.
+        assert rule.boot_cv(Level.parse(64)) == 1.5 and rule.boot_cv(Level.parse(999)) == 8.0
+    one = Precision.of({"precision": {"boot_cv_pct": 2.0}})
+    assert one.boot_cv(Level.parse(256)) == one.boot_cv(None) == 2.0
+    assert Precision().boot_cv(Level.parse(1)) is None
+    with pytest.raises(ValueError, match="needs the level"):
+        rule.boot_cv(None)

@@ -188,7 +188,8 @@ def test_end_to_end_with_transformers_serve(engine_sweep):
 # Through real Snakemake (about 3.5 s a start) runs one of each way a message is made: the
 # schema (an index, the top level, a custom message, a required key), the semantic checks
 # before and after `extends` is resolved and after defaults are filled, and the one that
-# reads a file relative to the working directory (plus the default sweep's cases above).
+# reads a file relative to the working directory (plus the default sweep's cases above),
+# and a sweep file whose mapping has YAML's int keys (a per-level σ_B missing a level).
 THROUGH_SNAKEMAKE = {
     "benchmark.levels[0]",
     "(top level)",
@@ -197,6 +198,7 @@ THROUGH_SNAKEMAKE = {
     "variants.baseline",
     "variants.cb.command",
     "benchmark.num_prompts",
+    "benchmark.precision.boot_cv_pct: no σ_B for level 4 (benchmark.levels: 1, 4)",
 }
 
 

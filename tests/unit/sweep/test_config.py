@@ -9,7 +9,14 @@ from fixtures.paths import ROOT
 
 from servesweep.level import Level
 from servesweep.server.engines import flags_to_args
-from servesweep.sweep.config import ConfigError, load, load_file, spec_hash, spec_json
+from servesweep.sweep.config import (
+    ConfigError,
+    load,
+    load_file,
+    spec_from_json,
+    spec_hash,
+    spec_json,
+)
 
 
 def test_default_config_loads():
@@ -251,3 +258,43 @@ def test_the_analysis_settings_are_the_schemas_section():
         assert sweep.analysis.as_config() == section, path
         given = {k: tuple(v) if k == "levels" else v for k, v in section.items()}
         assert sweep.analysis._asdict() == {**defaults, **given}, path
+
+
+def test_a_per_level_boot_scatter_keys_its_levels_as_the_workflow_names_them():
+    # Keys as YAML writes them (ints, in any order) or as strings: one spec, keyed as levels
+    # are in file names ("2", not 2), whose canonical JSON reads back to the same text (with
+    # int keys 2 sorts before 10, as strings after it).
+    texts = set()
+    for given in ({10: 8.0, 2: 1.0}, {"2": 1.0, "10": 8.0}):
+        config = base_config()
+        config["benchmark"].update(
+            levels=[2, 10], num_prompts="auto", precision={"boot_cv_pct": given}
+        )
+        sweep = load(config)
+        assert sweep.benchmark["precision"]["boot_cv_pct"] == {"2": 1.0, "10": 8.0}
+        assert config["benchmark"]["precision"]["boot_cv_pct"] == given  # not mutated
+        text = spec_json(sweep.spec("cpu", "tiny", "cb"))
+        assert spec_json(spec_from_json(text)) == text
+        texts.add(text)
+    assert len(texts) == 1
+    # One number is kept as it is given (the shipped sweeps' spec hashes: test_spec_hashes).
+    config = base_config()
+    config["benchmark"].update(num_prompts="auto", precision={"boot_cv_pct": 1.0})
+    assert load(config).benchmark["precision"]["boot_cv_pct"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({1: 1.0, 4: -1}, "boot_cv_pct[4]: -1 is less than or equal to the minimum of 0"),
+        ({}, "boot_cv_pct: {} should be non-empty"),
+        ({"one": 1.0, 4: 1.0}, "boot_cv_pct: 'one' is not a level (benchmark.levels: 1, 4)"),
+        ({1: 1.0, "1.0": 2.0, 4: 1.0}, "boot_cv_pct: level 1.0 is given twice"),
+    ],
+)
+def test_a_bad_per_level_boot_scatter_is_one_line_naming_the_key(given, message):
+    config = base_config()
+    config["benchmark"]["precision"] = {"boot_cv_pct": given}
+    with pytest.raises(ConfigError) as err:
+        load(config)
+    assert str(err.value).startswith(f"config: benchmark.precision.{message}"), str(err.value)

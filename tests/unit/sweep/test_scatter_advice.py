@@ -2,6 +2,8 @@
 
 import math
 
+import yaml
+
 from servesweep import sizing
 from servesweep.sweep.scatter_advice import level_costs, scatter_advice
 
@@ -47,3 +49,21 @@ def test_only_the_total_says_how_to_measure_the_split():
     # Not split: the total, which holds the requests' sampling too, said so.
     assert "boot_cv_pct: 4.0 (the levels' median boot scatter, requests' sampling" in lines[2]
     assert scatter_advice([]) == []
+
+
+def test_levels_whose_boots_scatter_differently_get_a_sigma_each():
+    # The H100 of docs/sglang-h200.md: σ_B ~1 % at levels 1 and 10, ~8 % at 256. Their
+    # median (1.0) would run 256 to its cap: the advice is one σ_B a level, as the sweep
+    # file writes it.
+    rows = [row(1, "batches", 1.0, 20.0, 20, 0.9), row(10, "batches", 1.2, 10.0, 20, 0.5)]
+    rows.append(row(256, "batches", 8.0, 10.0, 256, 0.1))
+    lines = scatter_advice(rows, RECORDS)
+    assert (
+        "benchmark.precision.boot_cv_pct: {1: 1.0, 10: 1.2, 256: 8.0} (each level's σ_B"
+        in (lines[2])
+    )
+    config = yaml.safe_load(lines[2].split("boot_cv_pct:")[1].split(" (")[0])
+    assert config == {1: 1.0, 10: 1.2, 256: 8.0}  # YAML as the sweep file takes it
+    # Within 2x of each other: their median, one number.
+    close = scatter_advice([row(1, "batches", 1.0, 20.0, 20, 0.9), rows[1]], RECORDS)
+    assert "benchmark.precision.boot_cv_pct: 1.1 (the levels' median σ_B" in close[2]
