@@ -578,11 +578,11 @@ def error_summary(rows: list[dict]) -> dict:
     return out
 
 
-ERROR_DESIGNS = (
-    {"design": "sequential"},
-    {"design": "screen"},
-    {"design": "screen", "check_size_from": "screen"},
-)
+ERROR_DESIGNS = {  # the method each error row is the hunt of (--methods picks them too)
+    "hunt": {"design": "sequential"},
+    "hunt (screen)": {"design": "screen"},
+    GATE: {"design": "screen", "check_size_from": "screen"},
+}
 ERROR_KINDS = ("null 1", "null 3", "null 5", "delta 1", "delta 4", "tradeoff")
 # Other settings of the hunt, on the same worlds (hunt only): what each default costs.
 TRIED = {
@@ -656,7 +656,8 @@ def main() -> None:
     tasks = [(n, seed, overrides, only) for n in names for seed in range(args.seeds)]
     errors = [
         (kind, cv, seed, {**overrides, **design})
-        for design in ERROR_DESIGNS
+        for label, design in ERROR_DESIGNS.items()
+        if not only or any(label.startswith(o) for o in only)
         for kind in ERROR_KINDS
         for cv in ERROR_CVS
         for seed in range(args.error_seeds)
