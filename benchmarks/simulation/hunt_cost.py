@@ -40,6 +40,8 @@ Methods:
 - hunt (screen): the same with `design: screen` (one pass on `boots.screen` boots each,
   kept on point estimates, then the confirm and an ablation of every kept member on fresh
   boots decide what stays);
+- hunt (screen, gate sized from the screen): the same with `check_size_from: screen` (each
+  check arm sized for max(δ, 0.6 × the screen's gain); tried, not the default);
 - round greedy, K boots an arm (K = 2, 3, 5): rounds like the hunt's (fresh incumbent +
   every remaining candidate on top, K boots each), adopt the best mean if it beats the
   incumbent's, stop when none does;
