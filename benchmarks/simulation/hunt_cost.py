@@ -40,6 +40,8 @@ Methods:
 - hunt (screen): the same with `design: screen` (one pass on `boots.screen` boots each,
   kept on point estimates, then the confirm and an ablation of every kept member on fresh
   boots decide what stays);
+- hunt (screen, gate sized from the screen): the same with `check_size_from: screen` (each
+  check arm sized for max(δ, 0.6 × the screen's gain); tried, not the default);
 - round greedy, K boots an arm (K = 2, 3, 5): rounds like the hunt's (fresh incumbent +
   every remaining candidate on top, K boots each), adopt the best mean if it beats the
   incumbent's, stop when none does;
@@ -103,6 +105,7 @@ GPU_HOURS_PER_BOOT = 8 * 0.25  # 8 GPUs, 15 min a boot (launch, warm-up, levels)
 C_REQUEST = {1: gm.C_REQUEST[gm.LEVELS.index(1)], 256: gm.C_REQUEST[gm.LEVELS.index(256)]}
 R0 = {lv: max(20, lv) for lv in LEVELS}
 AUTO = " (auto lengths)"
+GATE = "hunt (screen, gate sized from the screen)"  # check_size_from: screen
 TOLERANCE = math.log1p(0.01)  # "true best", "useless", "harmful": 1 %
 
 
@@ -353,7 +356,7 @@ def members_flags(w: dict, final: frozenset) -> tuple[bool, bool]:
 
 
 def methods(sc: Scenario | None = None) -> list[str]:
-    out = ["hunt", "hunt (screen)"]
+    out = ["hunt", "hunt (screen)", GATE]
     out += [f"round greedy K={k}" for k in KS]
     out += [f"one-pass greedy K={k}" for k in KS]
     out += [f"grid K={k}" for k in KS]
@@ -376,7 +379,12 @@ def one_world(task) -> dict:
         method = label.removesuffix(AUTO)
         m = Machine(w, sc, seed, stream=1 + i, auto=label.endswith(AUTO))
         extra = {}
-        if method.startswith("hunt"):
+        if method == GATE:
+            end = hunt(m, hunt_spec(**overrides, design="screen", check_size_from="screen"))
+            final = end.final
+            extra = end._asdict()
+            extra.pop("final")
+        elif method.startswith("hunt"):
             design = "screen" if method == "hunt (screen)" else "sequential"
             end = hunt(m, spec if design == spec.design else hunt_spec(**overrides, design=design))
             final = end.final
@@ -447,6 +455,8 @@ def summarise(runs: list[dict]) -> dict:
 def verdict(summary: dict) -> dict:
     """The hunt against every fixed-K greedy: on the Pareto front of (mean boots, true
     best), and its boots over the cheapest one at least as often at the true best."""
+    if "hunt" not in summary:  # --methods left it out
+        return {}
     h = summary["hunt"]
     greedies = {k: v for k, v in summary.items() if "greedy" in k}
     if not greedies:
@@ -491,6 +501,9 @@ def error_task(task) -> dict:
     m = int(kind.split()[-1]) if kind[-1].isdigit() else 1
     names = [f"c{i}" for i in range(m)]
     screen = overrides.get("design") == "screen"  # its checks are its gate: kept on
+    design = overrides.get("design", "sequential")
+    if overrides.get("check_size_from") == "screen":
+        design += ", gate sized from the screen"
     spec = hs.from_dict(
         {
             "confirm": screen,
@@ -527,7 +540,7 @@ def error_task(task) -> dict:
         adopted, c0_adopted = bool(state.final), "c0" in state.final
     return {
         "kind": kind,
-        "design": spec.design,
+        "design": design,
         "cv": cv,
         "adopted": adopted,
         "c0_adopted": c0_adopted,
@@ -567,6 +580,11 @@ def error_summary(rows: list[dict]) -> dict:
     return out
 
 
+ERROR_DESIGNS = {  # the method each error row is the hunt of (--methods picks them too)
+    "hunt": {"design": "sequential"},
+    "hunt (screen)": {"design": "screen"},
+    GATE: {"design": "screen", "check_size_from": "screen"},
+}
 ERROR_KINDS = ("null 1", "null 3", "null 5", "delta 1", "delta 4", "tradeoff")
 # Other settings of the hunt, on the same worlds (hunt only): what each default costs.
 TRIED = {
@@ -639,8 +657,9 @@ def main() -> None:
     only = [m for m in args.methods.split(",") if m]
     tasks = [(n, seed, overrides, only) for n in names for seed in range(args.seeds)]
     errors = [
-        (kind, cv, seed, {**overrides, "design": design})
-        for design in ("sequential", "screen")
+        (kind, cv, seed, {**overrides, **design})
+        for label, design in ERROR_DESIGNS.items()
+        if not only or any(label.startswith(o) for o in only)
         for kind in ERROR_KINDS
         for cv in ERROR_CVS
         for seed in range(args.error_seeds)
