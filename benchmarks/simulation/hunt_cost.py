@@ -40,8 +40,6 @@ Methods:
 - hunt (screen): the same with `design: screen` (one pass on `boots.screen` boots each,
   kept on point estimates, then the confirm and an ablation of every kept member on fresh
   boots decide what stays);
-- hunt (screen, gate sized from the screen): the same with `check_size_from: screen` (each
-  check arm sized for max(δ, 0.6 × the screen's gain); tried, not the default);
 - round greedy, K boots an arm (K = 2, 3, 5): rounds like the hunt's (fresh incumbent +
   every remaining candidate on top, K boots each), adopt the best mean if it beats the
   incumbent's, stop when none does;
@@ -105,7 +103,6 @@ GPU_HOURS_PER_BOOT = 8 * 0.25  # 8 GPUs, 15 min a boot (launch, warm-up, levels)
 C_REQUEST = {1: gm.C_REQUEST[gm.LEVELS.index(1)], 256: gm.C_REQUEST[gm.LEVELS.index(256)]}
 R0 = {lv: max(20, lv) for lv in LEVELS}
 AUTO = " (auto lengths)"
-GATE = "hunt (screen, gate sized from the screen)"  # check_size_from: screen
 TOLERANCE = math.log1p(0.01)  # "true best", "useless", "harmful": 1 %
 
 
@@ -356,7 +353,7 @@ def members_flags(w: dict, final: frozenset) -> tuple[bool, bool]:
 
 
 def methods(sc: Scenario | None = None) -> list[str]:
-    out = ["hunt", "hunt (screen)", GATE]
+    out = ["hunt", "hunt (screen)"]
     out += [f"round greedy K={k}" for k in KS]
     out += [f"one-pass greedy K={k}" for k in KS]
     out += [f"grid K={k}" for k in KS]
@@ -379,12 +376,7 @@ def one_world(task) -> dict:
         method = label.removesuffix(AUTO)
         m = Machine(w, sc, seed, stream=1 + i, auto=label.endswith(AUTO))
         extra = {}
-        if method == GATE:
-            end = hunt(m, hunt_spec(**overrides, design="screen", check_size_from="screen"))
-            final = end.final
-            extra = end._asdict()
-            extra.pop("final")
-        elif method.startswith("hunt"):
+        if method.startswith("hunt"):
             design = "screen" if method == "hunt (screen)" else "sequential"
             end = hunt(m, spec if design == spec.design else hunt_spec(**overrides, design=design))
             final = end.final
@@ -501,9 +493,6 @@ def error_task(task) -> dict:
     m = int(kind.split()[-1]) if kind[-1].isdigit() else 1
     names = [f"c{i}" for i in range(m)]
     screen = overrides.get("design") == "screen"  # its checks are its gate: kept on
-    design = overrides.get("design", "sequential")
-    if overrides.get("check_size_from") == "screen":
-        design += ", gate sized from the screen"
     spec = hs.from_dict(
         {
             "confirm": screen,
@@ -540,7 +529,7 @@ def error_task(task) -> dict:
         adopted, c0_adopted = bool(state.final), "c0" in state.final
     return {
         "kind": kind,
-        "design": design,
+        "design": spec.design,
         "cv": cv,
         "adopted": adopted,
         "c0_adopted": c0_adopted,
@@ -583,7 +572,6 @@ def error_summary(rows: list[dict]) -> dict:
 ERROR_DESIGNS = {  # the method each error row is the hunt of (--methods picks them too)
     "hunt": {"design": "sequential"},
     "hunt (screen)": {"design": "screen"},
-    GATE: {"design": "screen", "check_size_from": "screen"},
 }
 ERROR_KINDS = ("null 1", "null 3", "null 5", "delta 1", "delta 4", "tradeoff")
 # Other settings of the hunt, on the same worlds (hunt only): what each default costs.

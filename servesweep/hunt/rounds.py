@@ -293,7 +293,6 @@ def run_round(
     arms: list[Side],
     check: bool,
     reserve: tuple[int, float] = (0, 0.0),
-    gains: Sequence[float] | None = None,
 ) -> RoundRun:
     """One round's looks until it needs boots not yet measured, or every arm is decided.
     `check`: the reference (the final) is the one on trial against each arm.
@@ -306,11 +305,7 @@ def run_round(
     The budget is granted look by look: a look whose boots (with the reference's retries
     left and `reserve`) would take the hunt past it is not asked for; the look before it
     becomes the round's last (`truncate`: it spends the error left), and an arm it does
-    not decide is undecided, with the boots the rest of the round's looks would take.
-
-    `gains` (the screen's checks under check_size_from: screen, one per arm): each arm's
-    design is sized for the larger of δ and SCREEN_SHRINK × its gain, once the round is
-    sized; the same α a arm and level, only its boots (and futility) move."""
+    not decide is undecided, with the boots the rest of the round's looks would take."""
     spec = rp.spec
     prior = variance(rp.pool([]))  # a pool from the rounds before: the round sized at once
     family: int | None = None  # the arms alpha is divided over
@@ -318,7 +313,6 @@ def run_round(
     plan: hs.RoundPlan | None = None
     n, pending, failure = spec.boots_min, [], None
     decided: tuple[Design, int] | None = None  # the last look taken: its design and boots
-    own: list[Design] | None = None  # each arm's design when sized from `gains`
     while any(a.open for a in arms):
         asked = [reference.requested, *(a.requested for a in arms)]
         pending = rp.fill_reference(reference, n)
@@ -326,7 +320,7 @@ def run_round(
         if any(a.open for a in arms) and not rp.fits([reference, *arms], reserve):
             for s, k in zip([reference, *arms], asked, strict=True):
                 s.requested = k
-            return _cut(rp, reference, arms, check, decided, plan, own)
+            return _cut(rp, reference, arms, check, decided, plan)
         if reference.failures > spec.reference_retries:
             failure = f"reference failed ({'; '.join(sorted(reference.problems))})"
             break
@@ -335,7 +329,7 @@ def run_round(
         if pending or not any(a.open for a in arms):
             break
         if rp.check_first_boots([reference, *arms]):
-            plan, own = None, None  # sized again on the scatter without them
+            plan = None  # sized again on the scatter without them
             continue  # the same look again, its first boots left out: more boots to ask
         family = family or sum(a.open for a in arms)
         pool = rp.pool([] if prior is not None else [reference, *arms])
@@ -345,53 +339,19 @@ def run_round(
             if d.looks[-1] < n:  # the scatter asks for fewer boots than already measured
                 d = hs.design(spec, n, family, plan.min_effect_pct, plan.margin_pct)
                 plan = plan._replace(boots=n)
-            if gains is not None:
-                own = [_sized(rp, family, v, float(np.max(pool.df)), n, g) for g in gains]
         if plan is None:  # too little scatter to size the round yet: the cap's design
             d = hs.design(spec, None, family)
         looked = cast(Design, d)  # set above, or at an earlier look of the round
-        decide_look(rp, looked, n, reference, arms, check, own)
+        decide_look(rp, looked, n, reference, arms, check)
         decided = (looked, n)
-        later = [
-            x
-            for i, a in enumerate(arms)
-            if a.open
-            for x in (own or [looked] * len(arms))[i].looks
-            if x > n
-        ]
+        later = [x for x in looked.looks if x > n]
         if not later:
             break
-        n = min(later)
+        n = later[0]
     return RoundRun(reference, arms, pending, failure, plan)
 
 
-def _sized(rp: Replay, arms: int, v: float, df: float, n: int, gain_pct: float) -> Design:
-    """An arm's design sized for max(δ, SCREEN_SHRINK × the gain the screen measured),
-    ending no earlier than the look at n (already taken)."""
-    spec = rp.spec
-    g = spec.min_effect_pct
-    if math.isfinite(gain_pct):
-        g = max(g, hs.SCREEN_SHRINK * gain_pct)
-    d, plan = hs.round_design(spec, arms, v, df, n, g)
-    if d.looks[-1] < n:
-        d = hs.design(spec, n, arms, plan.min_effect_pct, plan.margin_pct)
-    return d
-
-
-def _taken(d: Design, n: int) -> int:
-    """The index of the design's last look at or before n boots a side."""
-    return max(i for i, x in enumerate(d.looks) if x <= n)
-
-
-def _cut(
-    rp: Replay,
-    reference: Side,
-    arms: list[Side],
-    check: bool,
-    decided,
-    plan,
-    own: Sequence[Design] | None = None,
-) -> RoundRun:
+def _cut(rp: Replay, reference: Side, arms: list[Side], check: bool, decided, plan) -> RoundRun:
     """The round ended by the budget after the look `decided` ((design, boots a side);
     None: before its first): that look taken again as the last one, its arms' boots as
     they were."""
@@ -405,12 +365,8 @@ def _cut(
     rp.fill_reference(reference, n)
     for a in is_open:
         rp.fill_arm(a, n, reference)
-    spending = (rp.spec.alpha_spending, rp.spec.beta_spending)
-    last = truncate(d, d.looks.index(n), spending)
-    # An arm sized on its own (`gains`) spends its own design's error left, at its last look
-    # taken: the bounds its earlier looks used.
-    ends = None if own is None else [truncate(e, _taken(e, n), spending) for e in own]
-    decide_look(rp, last, n, reference, arms, check, ends)
+    last = truncate(d, d.looks.index(n), (rp.spec.alpha_spending, rp.spec.beta_spending))
+    decide_look(rp, last, n, reference, arms, check)
     left = [a for a in is_open if a.verdict == ArmVerdict.UNDECIDED]
     more = (d.looks[-1] - n) * (1 + len(left)) if left else 0
     for a in left:
@@ -421,33 +377,21 @@ def _cut(
     return RoundRun(reference, arms, [], None, plan, n, more)
 
 
-def decide_look(
-    rp: Replay,
-    d: Design,
-    n: int,
-    reference: Side,
-    arms: list[Side],
-    check: bool,
-    own: Sequence[Design] | None = None,
-):
-    """Every open arm's decision at the look of n boots a side (by its own design in `own`,
-    where given: an arm is decided only at its own looks)."""
+def decide_look(rp: Replay, d: Design, n: int, reference: Side, arms: list[Side], check: bool):
+    """Every open arm's decision at the look of n boots a side."""
+    k = d.looks.index(n) if n in d.looks else len(d.looks) - 1
     total = rp.pool([reference, *arms])
     ref = np.asarray(rp.counted(reference), dtype=float)[:, :n]
     own_ref = rp.scatter(reference, n)
-    for i, a in enumerate(arms):
+    for a in arms:
         if not a.open:
             continue
-        mine = d if own is None else own[i]
-        if n not in mine.looks and n < mine.looks[-1]:
-            continue  # between this arm's looks
-        k = mine.looks.index(n) if n in mine.looks else len(mine.looks) - 1
         vals = np.asarray(rp.counted(a), dtype=float)[:, :n]
         rest = None
         if rp.spec.pool_variance:  # every other sample of the hunt, level by level
             rest = total - rp.scatter(a, n) - own_ref
         x, y = (ref, vals) if check else (vals, ref)  # the final is the one on trial
-        look = decide(mine, k, y, x, rp.levels, rp.spec.objective.higher_is_better, rest)
+        look = decide(d, k, y, x, rp.levels, rp.spec.objective.higher_is_better, rest)
         if look.verdict != Decision.CONTINUE:
             verdict = ArmVerdict(look.verdict.value)
             if check and look.verdict != Decision.UNDECIDED:

@@ -26,11 +26,6 @@ if TYPE_CHECKING:  # the boundaries' maths (scipy) loads when a design is first 
 SEPARATOR = "+"
 FirstBoot = Literal["auto", "drop", "keep"]
 HuntDesign = Literal["sequential", "screen"]
-CheckSize = Literal["delta", "screen"]
-# check_size_from: screen sizes a check's arm for this share of the gain the screen measured
-# for it (at least δ): the screen kept it on 2 boots' point estimate, which reads high
-# (the winner's curse), so a check sized for all of it would miss a member gaining less.
-SCREEN_SHRINK = 0.6
 
 
 @dataclass(frozen=True)
@@ -90,10 +85,6 @@ class HuntSpec:
     pool_variance: bool = True  # one boot scatter per level over the hunt (else Welch)
     design: HuntDesign = "screen"  # one pass on point estimates, then checks; or sequential
     screen_boots: int = 2  # the screen's counted boots a side (design: screen)
-    # The screen's checks: each arm sized for δ (`delta`), or for the larger of δ and
-    # SCREEN_SHRINK × the gain the screen measured for it (`screen`; fresh boots test it
-    # either way, so its α holds: the size moves only its power).
-    check_size_from: CheckSize = "delta"
 
     def __post_init__(self) -> None:
         validate(self)
@@ -134,8 +125,6 @@ def validate(spec: HuntSpec) -> None:
         problems.append("first_boot must be auto, drop or keep")
     if spec.design not in ("sequential", "screen"):
         problems.append("design must be sequential or screen")
-    if spec.check_size_from not in ("delta", "screen"):
-        problems.append("check_size_from must be delta or screen")
     if spec.screen_boots < 1:
         problems.append("screen_boots must be >= 1")
     if spec.design == "screen" and not spec.ablate:
@@ -222,36 +211,30 @@ def design(
 
 
 def round_design(
-    spec: HuntSpec,
-    arms: int,
-    variance: float | None,
-    df: float = 0.0,
-    at: int = 1,
-    min_effect_pct: float | None = None,
+    spec: HuntSpec, arms: int, variance: float | None, df: float = 0.0, at: int = 1
 ) -> tuple[Design, RoundPlan]:
     """The design of a round of `arms` arms at this boot variance of the logs (None or nan:
     none known, the cap), `df` the pool's df when sized at `at` boots a side: the fewest
-    boots a side with the stated power for δ (or `min_effect_pct`, the margin kept); past
-    the cap, the cap, testing the gain it finds with that power (and the margin scaled
-    alike)."""
+    boots a side with the stated power for δ; past the cap, the cap, testing the gain it
+    finds with that power (and the margin scaled alike)."""
     from servesweep.hunt.power import boots_for_power, plan_boots
 
     known = variance is not None and math.isfinite(variance)
     arms = max(arms, 1)
-    delta, m = spec.min_effect_pct if min_effect_pct is None else min_effect_pct, margin(spec)
 
     def df_at(n: int) -> float:  # the pool at the last look: at least the reference and an arm
         return df + 2 * max(n - at, 0)
 
     plan = plan_boots(
-        lambda n: design(spec, n, arms, delta, m),
+        lambda n: design(spec, n, arms),
         variance if known else None,
         spec.boots_min,
         spec.boots_max,
         df_at,
     )
+    delta, m = spec.min_effect_pct, margin(spec)
     if plan.capped:  # the gain the cap's boots find: N(δ') = cap
-        at_cap = design(spec, plan.boots, arms, delta, m)
+        at_cap = design(spec, plan.boots, arms)
         # Capped only at a known variance (plan_boots: none known is the cap, not capped).
         needs = boots_for_power(at_cap, cast(float, variance), df_at(plan.boots))  # for δ
         scale = math.sqrt(needs / plan.boots)  # on the log scale: the gain's and the margin's

@@ -250,9 +250,8 @@ def _screen_hunt(rp: Replay) -> HuntState:
     if run.cut:
         stop = "budget: the screen's next step could exceed it"
     final = run.kept
-    gains = _screen_gains(run.steps) if spec.check_size_from == "screen" else None
     while final and not run.failure and (spec.confirm or spec.ablate):
-        r, pending, failure = _check_round(rp, final, len(rounds), gains)
+        r, pending, failure = _check_round(rp, final, len(rounds))
         rounds.append(r)
         if pending:
             break
@@ -266,16 +265,6 @@ def _screen_hunt(rp: Replay) -> HuntState:
         if not again or r.cut is not None:
             break
     return _state(rp, rounds, run.kept, final, excluded, pending, "" if pending else stop)
-
-
-def _screen_gains(steps) -> dict[str, float]:
-    """Each kept candidate's gain as the screen measured it (%, at its best counted level,
-    over the incumbent it was kept on): what check_size_from: screen sizes its checks by."""
-    return {
-        s.arm.candidate: s.arm.look.gain_pct
-        for s in steps
-        if s.arm.verdict == ArmVerdict.ADOPT and s.arm.look is not None
-    }
 
 
 def _gate(spec: hs.HuntSpec, members: tuple[str, ...], check: Round) -> tuple[tuple, bool]:
@@ -325,20 +314,11 @@ def _outlook(rp: Replay, rounds: Sequence[Round]) -> hs.RoundPlan | None:
     return None if v is None else hs.round_design(rp.spec, arms, v, float(np.max(pool.df)))[1]
 
 
-def _check_round(
-    rp: Replay,
-    incumbent: tuple[str, ...],
-    index: int,
-    gains: Mapping[str, float] | None = None,
-):
+def _check_round(rp: Replay, incumbent: tuple[str, ...], index: int):
     """The final on fresh boots as the shared reference: the confirm (final against the
     start) and one ablation per adopted candidate (final against the final without it and
     its dependants), each booted once; an ablation whose set is another check's (the
-    start's: the confirm's) is that check's arm. (round, pending, failure).
-
-    `gains` (check_size_from: screen): the screen's gain of each member; an ablation is
-    sized from its member's, the confirm from the largest (the set gains about as much at
-    least)."""
+    start's: the confirm's) is that check's arm. (round, pending, failure)."""
     spec = rp.spec
     checks: dict[str, Side] = {}  # variant -> its arm
     if spec.confirm:
@@ -351,12 +331,7 @@ def _check_round(
             shared.append((c, rp.name(rest)))
         else:
             checks[rp.name(rest)] = rp.side(rest, candidate=c, role="ablation")
-    sized = None
-    if gains is not None:
-        most = max((gains[c] for c in incumbent if c in gains), default=math.nan)
-        sized = [most if a.role == "confirm" else gains.get(a.candidate, math.nan)
-                 for a in checks.values()]  # fmt: skip
-    run = run_round(rp, rp.side(incumbent), list(checks.values()), check=True, gains=sized)
+    run = run_round(rp, rp.side(incumbent), list(checks.values()), check=True)
     out, r = _finish(rp, "check", index, run)
     by_variant = {a.variant: a for a in out}
     out += [_shared_ablation(by_variant[v]._replace(candidate=c)) for c, v in shared]

@@ -100,32 +100,3 @@ def test_the_screen_stays_within_its_budget():
                 for r in state.rounds
                 for a in r.arms
             )
-
-
-def test_a_check_sized_from_the_screen_plans_fewer_boots_when_its_gain_is_large():
-    # the screen's gain sizes an arm for max(δ, SCREEN_SHRINK × gain): at +12 % a 7.2 %
-    # test. Fewer boots a side than δ = 3 %, but not many fewer: the margin stays δ, and
-    # showing the unchanged level within it needs about 0.6 of δ's boots however large
-    # the gain (at CV 2 %: 15 for δ, 10 at 7.2 %, 9 at 10 %)
-    from servesweep.hunt.rounds import Replay, _sized
-
-    spec = make_spec(["w"], check_size_from="screen")
-    v = math.log1p(0.02**2)
-    rp = Replay(spec, {})
-    delta_boots = hs.round_design(spec, 2, v, 20.0)[0].looks[-1]
-    large = _sized(rp, 2, v, 20.0, 1, 12.0).looks[-1]
-    assert delta_boots / 2 < large < delta_boots
-    assert _sized(rp, 2, v, 20.0, 1, 1.0).looks[-1] == delta_boots  # never below δ
-    # (On the whole hunt it saves nothing: tried, a +10 % winner beside a null at CV 2 %,
-    # 20 seeds: 32.3 boots against 31.95 under δ. A large gain's arm already stops at its
-    # first looks; the null's ablation, sized for δ, keeps the reference running.)
-
-
-def test_a_check_sized_from_the_screen_keeps_a_null_out_at_most_alpha_of_the_time():
-    # the screen's gain only sizes the checks on fresh boots: a null kept on a lucky
-    # screen gets a larger δ', fewer boots and less power, never a larger α
-    spec = make_spec(["n1", "n2", "n3"], check_size_from="screen")
-    seeds = 200
-    adopted = [bool(run(spec, Truth(BASE), Noise(cv=0.05), s).state.final) for s in range(seeds)]
-    rate, se = np.mean(adopted), math.sqrt(spec.alpha * (1 - spec.alpha) / seeds)
-    assert rate <= spec.alpha + 3 * se
