@@ -198,11 +198,17 @@ def verdict_tables(
     return tables
 
 
-def _ranges(levels: list) -> str:
-    """[10, 256, 1024] -> "10–1024"; [1] -> "1"."""
-    if not levels:
-        return ""
-    return str(levels[0]) if len(levels) == 1 else f"{levels[0]}–{levels[-1]}"
+def _ranges(levels: list, measured: list) -> str:
+    """Levels as runs of the measured ones: [10, 256, 1024] of [1, 10, 256, 1024] ->
+    "10–1024"; [1, 1024] of the same -> "1, 1024" (10 and 256 lie between: a range would
+    claim them); [1] -> "1"."""
+    runs: list[list] = []
+    for level in levels:
+        if runs and measured.index(level) == measured.index(runs[-1][-1]) + 1:
+            runs[-1].append(level)
+        else:
+            runs.append([level])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
 
 
 def verdict_lines(
@@ -216,6 +222,7 @@ def verdict_lines(
     keys = ["stack", "model", "variant"]
     for (stack, model, variant), rows in v.groupby(keys, sort=False):
         parts = []
+        measured = sorted({parse_value(x) for x in rows["level"]})
         for verdict in (FASTER, SLOWER, SMALL, SAME, INCONCLUSIVE):
             hit = rows[rows["verdict"] == verdict].sort_values("level")
             if hit.empty:
@@ -225,7 +232,7 @@ def verdict_lines(
             if verdict in (FASTER, SLOWER):
                 lo, hi = min(deltas), max(deltas)
                 size = f"{lo:+.0f} %" if round(lo) == round(hi) else f"{lo:+.0f} to {hi:+.0f} %"
-                parts.append(f"{size} at {_ranges(levels)} ({verdict})")
+                parts.append(f"{size} at {_ranges(levels, measured)} ({verdict})")
             else:
                 parts.append(f"{verdict} at {', '.join(map(str, levels))}")
         against = rows["compared_stack"].iloc[0] if kind == "stack" else None

@@ -298,6 +298,12 @@ def test_words_and_tables_read_the_primary_family():
     frame = to_frame(judge(*groups))
     (line,) = verdict_views.verdict_lines(frame)
     assert line == "cb (s / m): +240 to +320 % at 10–256 (faster); no significant change at 1"
+    # A range names only levels that lie together: faster at 1 and 256, not at 10 between.
+    apart = frame.copy()
+    apart.loc[apart["level"].map(str) == "1", ["verdict", "delta_pct"]] = [FASTER, 50.0]
+    apart.loc[apart["level"].map(str) == "10", "verdict"] = "no significant change"
+    (line,) = verdict_views.verdict_lines(apart)
+    assert line.startswith("cb (s / m): +50 to +320 % at 1, 256 (faster)"), line
     # A secondary row never speaks in that line, however it is judged.
     secondary = frame.copy()
     secondary["family"] = SECONDARY
