@@ -19,6 +19,7 @@ from servesweep.sizing import (
     rse_bound,
     warmup_requests,
 )
+from servesweep.sweep.benchmark import BenchmarkSettings
 from servesweep.sweep.schema import SCHEMA_PATH
 
 TOKENS = 16 * 20  # a batch of 20 requests of 16 output tokens
@@ -109,7 +110,9 @@ def test_precision_defaults_are_the_schemas_and_auto_keeps_the_count_rule_apart(
     assert schema == given and "boot_cv_pct" in bench["precision"]["properties"]
     rule = {"per_level": 1, "min": 20, "max": 100000}
     assert [num_prompts(rule, Level.parse(c)) for c in (1, 10, 64)] == [20, 20, 64]
-    auto = {"num_prompts": "auto", "precision": {"max_requests": 300}, "warmup": "auto"}
+    auto = BenchmarkSettings.of(
+        {"num_prompts": "auto", "precision": {"max_requests": 300}, "warmup": "auto"}
+    )
     assert measured_requests(auto, Level.parse(64)) == 300
     assert warmup_requests(auto, Level.parse(64)) == 64
     assert Precision().batch_size(Level.parse(1)) == 10
