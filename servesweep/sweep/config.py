@@ -23,7 +23,7 @@ from servesweep.level import Kind, Level
 from servesweep.level import load_kind as load_kind_of
 from servesweep.records import CellRead, CellSpec
 from servesweep.server.engines import ENGINES, get_engine
-from servesweep.sizing import num_prompts as level_prompts
+from servesweep.sizing import measured_requests
 from servesweep.sweep import checks
 from servesweep.sweep.analysis import AnalysisSettings
 from servesweep.sweep.benchmark import BenchmarkSettings
@@ -257,7 +257,9 @@ class Sweep:
         return list(self.benchmark.levels)
 
     def num_prompts(self, level: Level) -> int:
-        return level_prompts(self.benchmark.num_prompts, level, self.benchmark.precision)
+        """A level's measured requests (under `auto`, the most it may send): what a spec
+        records in `num_prompts_per_level`, by sizing's one rule."""
+        return measured_requests(self.benchmark, level)
 
     def _spec_benchmark(self) -> dict:
         """The benchmark part of a spec. A concurrency sweep's is exactly as before rate
