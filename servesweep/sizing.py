@@ -242,23 +242,39 @@ class Sizing(Protocol):
     @property
     def warmup(self) -> int | str: ...  # a count, or "auto"
     @property
-    def num_prompts(self) -> str | Mapping[str, Any]: ...  # {per_level, min, max}, or "auto"
+    def num_prompts(self) -> PromptCount | str: ...  # or "auto"
     @property
     def num_prompts_per_level(self) -> Mapping[str, int]: ...  # a spec's, by level key
     @property
     def precision(self) -> Precision: ...
 
 
-def num_prompts(rule: Mapping | str, level: Level, precision: Precision | None = None) -> int:
+class PromptCount(NamedTuple):
+    """`benchmark.num_prompts` as a count rule, clamp(per_level × level, min, max) (defaults:
+    the schema's, kept equal by tests/unit/test_sizing.py)."""
+
+    per_level: float = 1
+    min: int = 20
+    max: int = 100000
+
+    @classmethod
+    def of(cls, rule: Mapping | str) -> PromptCount | Literal["auto"]:
+        """The rule as a sweep or a spec gives it: "auto", or {per_level, min, max}."""
+        if rule == "auto":
+            return "auto"
+        return cls(**cast(Mapping[str, Any], rule))
+
+
+def num_prompts(rule: PromptCount | str, level: Level, precision: Precision | None = None) -> int:
     """Measured requests of a level: clamp(per_level × level, min, max). A rate level counts
     per_level × rate (per_level seconds of arrivals); an `inf` rate takes `min`. Under
     `auto`: the most the level may send (`precision.max_requests`)."""
     if rule == "auto":
         return (precision or Precision()).max_requests
-    limits = cast(Mapping[str, Any], rule)  # {per_level, min, max} (another string fails here)
+    count = cast(PromptCount, rule)  # (another string fails here)
     if level.value == INF:
-        return limits["min"]
-    return max(limits["min"], min(limits["max"], int(round(limits["per_level"] * level.value))))
+        return count.min
+    return max(count.min, min(count.max, int(round(count.per_level * level.value))))
 
 
 def measured_requests(benchmark: Sizing, level: Level) -> int:

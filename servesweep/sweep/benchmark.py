@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from servesweep.level import Kind, Level, levels_of, load_kind
-from servesweep.sizing import Precision
+from servesweep.sizing import Precision, PromptCount
 from servesweep.sweep.schema import section_defaults
 
 DEFAULTS = section_defaults("benchmark")
@@ -65,8 +65,7 @@ class BenchmarkSettings:
     repeats_in_boot: int = DEFAULTS["repeats_in_boot"]
     endpoint: str = DEFAULTS["endpoint"]  # "completions" | "chat"
     warmup: int | Literal["auto"] = DEFAULTS["warmup"]
-    # {per_level, min, max}, or "auto" (servesweep.sizing.num_prompts)
-    num_prompts: Literal["auto"] | Mapping[str, Any] = field(default_factory=dict)
+    num_prompts: PromptCount | Literal["auto"] = PromptCount()  # servesweep.sizing.num_prompts
     # A spec's measured requests by level key (the sweep's own: none, they are computed).
     num_prompts_per_level: Mapping[str, int] = field(default_factory=dict)
     precision: Precision = Precision()
@@ -82,13 +81,15 @@ class BenchmarkSettings:
     def of(cls, section: Mapping) -> BenchmarkSettings:
         """From a sweep's `benchmark` mapping (defaults filled) or a spec's; a key it does
         not give keeps the schema's default."""
-        given = {k: section[k] for k in DEFAULTS if k in section}
+        plain = DEFAULTS.keys() - {"num_prompts"}
+        given = {k: section[k] for k in plain if k in section}
         per_level = section.get("num_prompts_per_level") or {}
         has_levels = "levels" in section or "rate" in section
         return cls(
             **given,
             kind=load_kind(section),
             levels=tuple(levels_of(section)) if has_levels else (),
+            num_prompts=PromptCount.of(section.get("num_prompts", {})),
             num_prompts_per_level=dict(per_level),
             precision=Precision.of(section),
             max_concurrency=section.get("max_concurrency"),

@@ -11,6 +11,7 @@ from servesweep.level import Level
 from servesweep.sizing import (
     Batch,
     Precision,
+    PromptCount,
     batch_estimate,
     chi2_05,
     measured_requests,
@@ -108,8 +109,10 @@ def test_precision_defaults_are_the_schemas_and_auto_keeps_the_count_rule_apart(
     schema = {k: v["default"] for k, v in props.items() if "default" in v}
     given = {k: v for k, v in Precision()._asdict().items() if v is not None}
     assert schema == given and "boot_cv_pct" in bench["precision"]["properties"]
-    rule = {"per_level": 1, "min": 20, "max": 100000}
+    rule = PromptCount()
     assert [num_prompts(rule, Level.parse(c)) for c in (1, 10, 64)] == [20, 20, 64]
+    count = bench["num_prompts"]["oneOf"][1]["properties"]
+    assert {k: v["default"] for k, v in count.items()} == PromptCount()._asdict()
     auto = BenchmarkSettings.of(
         {"num_prompts": "auto", "precision": {"max_requests": 300}, "warmup": "auto"}
     )

@@ -10,7 +10,7 @@ from fixtures.sse_server import ServerProcess
 from servesweep.bench import arrivals
 from servesweep.bench.client import ClientSettings, run_level
 from servesweep.level import INF, Level
-from servesweep.sizing import level_requests, num_prompts, warmup_requests
+from servesweep.sizing import PromptCount, level_requests, num_prompts, warmup_requests
 from servesweep.sweep.benchmark import Arrival, BenchmarkSettings
 from servesweep.workloads.base import Prompt
 
@@ -89,7 +89,7 @@ def test_rate_figures_by_hand():
 
 
 def test_num_prompts_for_rates():
-    rule = {"per_level": 2, "min": 8, "max": 100}
+    rule = PromptCount(per_level=2, min=8, max=100)
     assert num_prompts(rule, Level.parse(16)) == 32
     assert num_prompts(rule, Level.parse(0.5)) == 8
     assert num_prompts(rule, Level.parse(1000)) == 100

@@ -5,7 +5,7 @@ from dataclasses import fields, replace
 
 from fixtures.paths import ROOT
 
-from servesweep.sizing import level_requests
+from servesweep.sizing import PromptCount, level_requests
 from servesweep.sweep.benchmark import Arrival, BenchmarkSettings, Search
 from servesweep.sweep.config import load_file
 from servesweep.sweep.schema import schema, section_defaults
@@ -17,7 +17,9 @@ def test_the_settings_are_the_schemas_section():
     # `levels` holds `levels` or `rate` (`kind` says which); a spec adds its counts per level.
     assert mine - {"kind", "num_prompts_per_level"} == keys - {"rate"}
     typed = BenchmarkSettings.of({"levels": [1]})
+    # num_prompts' default, {}, is its own keys' defaults: PromptCount() (tests/unit/test_sizing.py)
     defaults = section_defaults("benchmark")
+    assert defaults.pop("num_prompts") == {} and typed.num_prompts == PromptCount()
     assert {k: getattr(typed, k) for k in defaults} == defaults
     assert typed.arrival == Arrival("poisson", 1.0, 0) and typed.search is None
     assert Search.of({}) is None and Search.of({"probes": 2}) == Search(2, 0.9)
