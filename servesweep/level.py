@@ -11,6 +11,7 @@ specs write it (no bare Infinity).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -62,13 +63,13 @@ class Level:
         return self.key
 
 
-def load_kind(benchmark: dict) -> Kind:
+def load_kind(benchmark: Mapping) -> Kind:
     """`concurrency` (benchmark.levels) or `rate` (benchmark.rate), of a config's or a
     spec's benchmark."""
     return "rate" if "rate" in benchmark else "concurrency"
 
 
-def levels_of(benchmark: dict) -> list[Level]:
+def levels_of(benchmark: Mapping) -> list[Level]:
     """The levels of a config's or a spec's benchmark, in order."""
     kind = load_kind(benchmark)
     return [Level.parse(v, kind) for v in benchmark.get("rate") or benchmark["levels"]]

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, Protocol, cast
 
 from servesweep.level import INF, Level, parse_value
 
@@ -235,31 +235,55 @@ def cost_optimal_per_boot(
     return max(1.0, math.sqrt(boot_cost / measurement_cost * within / between))
 
 
-def is_auto(benchmark: Mapping) -> bool:
-    """Whether a config's or a spec's levels size their requests by precision."""
-    return benchmark.get("num_prompts") == "auto"
+class Sizing(Protocol):
+    """What the request counts read of a sweep's or a spec's benchmark: its settings
+    (`servesweep.sweep.benchmark.BenchmarkSettings`, which the sweep layer builds)."""
+
+    @property
+    def warmup(self) -> int | str: ...  # a count, or "auto"
+    @property
+    def num_prompts(self) -> PromptCount | str: ...  # or "auto"
+    @property
+    def num_prompts_per_level(self) -> Mapping[str, int]: ...  # a spec's, by level key
+    @property
+    def precision(self) -> Precision: ...
 
 
-def num_prompts(rule: dict | str, level: Level, precision: Precision | None = None) -> int:
+class PromptCount(NamedTuple):
+    """`benchmark.num_prompts` as a count rule, clamp(per_level × level, min, max) (defaults:
+    the schema's, kept equal by tests/unit/test_sizing.py)."""
+
+    per_level: float = 1
+    min: int = 20
+    max: int = 100000
+
+    @classmethod
+    def of(cls, rule: Mapping | str) -> PromptCount | Literal["auto"]:
+        """The rule as a sweep or a spec gives it: "auto", or {per_level, min, max}."""
+        if rule == "auto":
+            return "auto"
+        return cls(**cast(Mapping[str, Any], rule))
+
+
+def num_prompts(rule: PromptCount | str, level: Level, precision: Precision | None = None) -> int:
     """Measured requests of a level: clamp(per_level × level, min, max). A rate level counts
     per_level × rate (per_level seconds of arrivals); an `inf` rate takes `min`. Under
     `auto`: the most the level may send (`precision.max_requests`)."""
     if rule == "auto":
         return (precision or Precision()).max_requests
-    limits = cast(dict[str, Any], rule)  # {per_level, min, max} (another string fails here)
+    count = cast(PromptCount, rule)  # (another string fails here)
     if level.value == INF:
-        return limits["min"]
-    return max(limits["min"], min(limits["max"], int(round(limits["per_level"] * level.value))))
+        return count.min
+    return max(count.min, min(count.max, int(round(count.per_level * level.value))))
 
 
-def measured_requests(benchmark: dict, level: Level) -> int:
+def measured_requests(benchmark: Sizing, level: Level) -> int:
     """A spec's measured requests at a level (under `auto`, the most it may send): the
     configured level's count, or by the same rule for a level the capacity search adds (a
     probe)."""
-    per_level = benchmark.get("num_prompts_per_level") or {}
-    if level.key in per_level:
-        return per_level[level.key]
-    return num_prompts(benchmark["num_prompts"], level, Precision.of(benchmark))
+    if level.key in benchmark.num_prompts_per_level:
+        return benchmark.num_prompts_per_level[level.key]
+    return num_prompts(benchmark.num_prompts, level, benchmark.precision)
 
 
 class LevelRequests(NamedTuple):
@@ -275,9 +299,9 @@ class LevelRequests(NamedTuple):
         return self.warmup + self.measured
 
 
-def level_requests(benchmark: dict, level: Level) -> LevelRequests:
+def level_requests(benchmark: Sizing, level: Level) -> LevelRequests:
     """A spec's LevelRequests at a level (configured or a capacity-search probe)."""
-    paced = level.is_rate and benchmark.get("warmup", "auto") == "auto"
+    paced = level.is_rate and benchmark.warmup == "auto"
     return LevelRequests(
         warmup_requests(benchmark, level), measured_requests(benchmark, level), paced
     )
@@ -286,7 +310,7 @@ def level_requests(benchmark: dict, level: Level) -> LevelRequests:
 WARMUP_RATE_S = 10.0  # a rate level's `auto` warm-up: this many seconds of its arrivals
 
 
-def warmup_requests(benchmark: dict, level: Level) -> int:
+def warmup_requests(benchmark: Sizing, level: Level) -> int:
     """Unrecorded requests sent before a level's measured ones (`benchmark.warmup`).
 
     `auto` (the default): one full wave at the level's own load, so that every batch size
@@ -300,7 +324,7 @@ def warmup_requests(benchmark: dict, level: Level) -> int:
     as many as it measures, all at once), so the in-flight count reaches its steady value
     whenever a request takes less than that. An integer: exactly that many requests, with
     at most min(level, that) in flight (the rule before `auto`)."""
-    rule = benchmark.get("warmup", "auto")
+    rule = benchmark.warmup
     if rule != "auto":
         return int(rule)
     measured = measured_requests(benchmark, level)

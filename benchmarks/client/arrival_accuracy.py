@@ -28,7 +28,7 @@ from benchmarks.support.record import write_result
 from servesweep.bench.arrivals import schedule as arrival_schedule
 from servesweep.bench.client import ClientSettings, run_level
 from servesweep.level import Level
-from servesweep.sweep.config import Arrival
+from servesweep.sweep.benchmark import Arrival
 from servesweep.workloads.base import Prompt
 from tests.fixtures.sse_server import ServerProcess
 

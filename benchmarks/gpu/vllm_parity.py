@@ -138,17 +138,19 @@ def probe_sweep_prompts(settings, tokenizer, args, out: Path) -> None:
     from servesweep.run.levels import level_prompts
     from servesweep.server.engines import get_engine
     from servesweep.sizing import warmup_requests
+    from servesweep.sweep.benchmark import BenchmarkSettings
     from servesweep.sweep.config import load_file
 
     sweep = load_file(CONFIG)
     spec = sweep.spec("vllm-0.26", "moe-1b", "baseline")
+    bench = BenchmarkSettings.of(spec["benchmark"])
     engine = get_engine("vllm")
     base_url = settings.base_url
     with open(out / "probe.jsonl", "w") as f:
         for level in args.probe_levels:
             lv = Level("concurrency", level)
-            prompts = level_prompts(spec, tokenizer, lv, 0)
-            warmup = warmup_requests(spec["benchmark"], lv)
+            prompts = level_prompts(bench, tokenizer, lv, 0)
+            warmup = warmup_requests(bench, lv)
             engine.flush_cache(base_url)
             records = out / "requests" / f"sweep_L{level}.requests.jsonl"
             s = run_level(settings, prompts, level, warmup, records, lv, 0)

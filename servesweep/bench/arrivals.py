@@ -4,7 +4,7 @@ how well the client kept to it.
 A rate level's arrivals are a seeded schedule: gaps drawn from a gamma distribution of mean
 1 / rate and shape `burstiness` (1: exponential, i.e. Poisson arrivals; under 1 burstier,
 over 1 steadier), as `vllm bench serve --request-rate --burstiness`. The settings
-(`Arrival`) are resolved with the sweep (servesweep.sweep.config.arrival)."""
+(`Arrival`) are resolved with the sweep (servesweep.sweep.benchmark.Arrival.of)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ LATE_SHARE_LIMIT = 0.05  # … or more than this share of its requests were late
 
 
 class Arrival(Protocol):
-    """What the schedule needs of the arrival settings (servesweep.sweep.config.Arrival)."""
+    """What the schedule needs of the arrival settings (servesweep.sweep.benchmark.Arrival)."""
 
     @property
     def burstiness(self) -> float: ...  # the gamma shape; 1 for poisson

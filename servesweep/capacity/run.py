@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from servesweep.capacity.goodput import level_goodput
-from servesweep.capacity.search import Capacity, Search, bracket, level_meets_slo, next_probe
+from servesweep.capacity.search import Capacity, bracket, level_meets_slo, next_probe
 from servesweep.level import Level
 from servesweep.records import LevelSummary
+from servesweep.sweep.benchmark import Search
 from servesweep.sweep.layout import level_name
 
 Measure = Callable[[Level], LevelSummary | None]

@@ -7,7 +7,8 @@ A level *meets* the SLO (`level_meets_slo`) when its status is ok, the client de
 every target. The bracket is [the highest passing level below the lowest failing one, that failing
 level); a probe halves it (geometrically for rates, to 3 significant figures;
 arithmetically for concurrencies, to whole numbers) until `probes` have run or it cannot
-be split. The capacity is the bracket's low end, reported with the bracket."""
+be split. The capacity is the bracket's low end, reported with the bracket. Its settings,
+`benchmark.search`, are `servesweep.sweep.benchmark.Search`."""
 
 from __future__ import annotations
 
@@ -15,21 +16,7 @@ import math
 from typing import NamedTuple
 
 from servesweep.level import INF, Level
-from servesweep.records import CapacityRecord, CellSpec, LevelSummary
-
-DEFAULT_ATTAINMENT = 0.9
-
-
-class Search(NamedTuple):
-    probes: int  # at most this many extra levels per boot
-    attainment: float  # share of requests that must meet the SLO
-
-
-def search_of(spec: CellSpec) -> Search | None:
-    s = spec["benchmark"].get("search")
-    if not s:
-        return None
-    return Search(int(s.get("probes", 4)), float(s.get("attainment", DEFAULT_ATTAINMENT)))
+from servesweep.records import CapacityRecord, LevelSummary
 
 
 def level_meets_slo(summary: LevelSummary, share: float | None, attainment: float) -> bool:

@@ -12,7 +12,6 @@ from typing import Any, cast
 
 from servesweep.bench.client import ClientSettings, probe_generation, run_level
 from servesweep.capacity.run import search_capacity
-from servesweep.capacity.search import Search, search_of
 from servesweep.correctness.answers import run_correctness
 from servesweep.jsonfile import utc_now, write_json
 from servesweep.level import Level
@@ -30,7 +29,8 @@ from servesweep.server.gpu_slots import GpuLease
 from servesweep.server.process import ServerProcess, port_is_free
 from servesweep.server.readiness import BootFailure, check_alive, diagnose, wait_ready
 from servesweep.server.telemetry import GpuSampler, joules_per_token, visible_indices
-from servesweep.sizing import Precision, is_auto, level_requests
+from servesweep.sizing import level_requests
+from servesweep.sweep.benchmark import BenchmarkSettings, Search
 from servesweep.sweep.layout import level_name
 from servesweep.workloads.base import load_tokenizer
 
@@ -58,15 +58,16 @@ class CellRun:
         self.host = spec["server"]["host"]
         self.python = job.stack_manifest["python"]
         self.model_path = job.model_manifest["path"]
-        self.plan = level_plan(spec)
+        # The spec's benchmark, read once for the whole boot.
+        self.bench = bench = BenchmarkSettings.of(spec["benchmark"])
+        self.plan = level_plan(bench)
         self.tokenizer = load_tokenizer(Path(self.model_path))
-        bench = spec["benchmark"]
         self.settings = ClientSettings(
             base_url="",
-            endpoint=bench["endpoint"],
+            endpoint=bench.endpoint,
             model=self.engine.served_model_name(self.model_path),
-            request_timeout_s=bench["request_timeout_s"],
-            stall_timeout_s=bench["stall_timeout_s"],
+            request_timeout_s=bench.request_timeout_s,
+            stall_timeout_s=bench.stall_timeout_s,
             extra_body=self.engine.request_extras(),
             tokenizer=self.tokenizer,
         )
@@ -204,7 +205,7 @@ class CellRun:
         gpu_indices = visible_indices(
             self.server_env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
         )
-        probe_s = min(LIVENESS_PROBE_MAX_S, self.spec["benchmark"]["stall_timeout_s"])
+        probe_s = min(LIVENESS_PROBE_MAX_S, self.bench.stall_timeout_s)
         for index, (level, in_boot) in enumerate(self.plan):
             unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
             if unfit:
@@ -219,10 +220,12 @@ class CellRun:
                 return
             if not self.run_level(server, index, level, in_boot, gpu_indices):
                 return
-        if search_of(self.spec):
-            self.search_capacity(server, gpu_indices, probe_s)
+        if self.bench.search is not None:
+            self.search_capacity(server, gpu_indices, probe_s, self.bench.search)
 
-    def search_capacity(self, server: ServerProcess, gpu_indices, probe_s: float) -> None:
+    def search_capacity(
+        self, server: ServerProcess, gpu_indices, probe_s: float, search: Search
+    ) -> None:
         """The capacity search (servesweep.capacity.run) after the configured levels; each
         probe is one more level of this boot, recorded like any; the result in `capacity`."""
         levels = self.record["levels"]
@@ -246,7 +249,6 @@ class CellRun:
             return levels[-1]
 
         measured = [(lv, i, s) for (lv, i), s in zip(self.plan, levels, strict=True)]
-        search = cast(Search, search_of(self.spec))  # run only under benchmark.search
         capacity = search_capacity(
             search, self.spec["slo"], self.levels_dir, measured, measure, self.log
         )
@@ -265,20 +267,20 @@ class CellRun:
     ) -> bool:
         """One level against a live server; its summary written at once. False when it
         failed (recorded), which ends the cell."""
-        bench, engine, base_url = self.spec["benchmark"], self.engine, self.settings.base_url
+        bench, engine, base_url = self.bench, self.engine, self.settings.base_url
         engine.flush_cache(base_url)
         before = engine.snapshot(base_url)
-        prompts = level_prompts(self.spec, self.tokenizer, level, in_boot)
+        prompts = level_prompts(bench, self.tokenizer, level, in_boot)
         name = level_name(level, in_boot)
         sends = level_requests(bench, level)
         warmup = sends.warmup
         # A concurrency level's value is an int; a rate level's cap replaces it below.
         concurrency, schedule, warmup_schedule = cast(int, level.value), None, None
         if level.is_rate:
-            schedule = rate_schedule(self.spec, level, in_boot, sends.measured)
+            schedule = rate_schedule(bench, level, in_boot, sends.measured)
             if sends.paced_warmup:
-                warmup_schedule = rate_schedule(self.spec, level, in_boot, warmup, warmup=True)
-            concurrency = bench.get("max_concurrency") or len(prompts)
+                warmup_schedule = rate_schedule(bench, level, in_boot, warmup, warmup=True)
+            concurrency = bench.max_concurrency or len(prompts)
         load = f"{level} requests/s" if level.is_rate else f"concurrency {level}"
         self.log(
             f"level {level} ({name}, boot r{self.repeat}): {len(prompts)} requests "
@@ -297,11 +299,11 @@ class CellRun:
                 level=level,
                 repeat=self.repeat,
                 progress=lambda msg: self.log(f"  [level {level}] {msg}"),
-                error_rate_threshold=bench["error_rate_threshold"],
+                error_rate_threshold=bench.error_rate_threshold,
                 cutoff=self.cutoff,
                 schedule_s=schedule,
                 warmup_schedule_s=warmup_schedule,
-                precision=Precision.of(bench) if is_auto(bench) else None,
+                precision=bench.precision if bench.is_auto else None,
                 # A boot's start-up, shared by its measured levels (sizing.target_rse).
                 boot_share_s=(self.record["boot_s"] or 0.0) / max(1, len(self.plan)),
             )
@@ -370,7 +372,7 @@ class CellRun:
         config = cast(dict[str, Any], given)  # the pass's settings (True is not one)
         if self.record["status"] != "ok":
             return self.skip_answers("a level failed")
-        probe_s = min(LIVENESS_PROBE_MAX_S, self.spec["benchmark"]["stall_timeout_s"])
+        probe_s = min(LIVENESS_PROBE_MAX_S, self.bench.stall_timeout_s)
         unfit = check_alive(server, self.engine.health_path, self.generate("ping", 2), probe_s)
         if unfit:
             return self.skip_answers(f"the server is not fit: {unfit[1]}")

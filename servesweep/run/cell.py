@@ -31,6 +31,7 @@ from servesweep.run.record import new_cell_record
 from servesweep.server.failures import BOOT_RETRY_CAUSES
 from servesweep.server.gpu_slots import SlotsUnavailable, hold
 from servesweep.server.process import free_port
+from servesweep.sweep.benchmark import BenchmarkSettings
 from servesweep.sweep.schema import section_defaults
 
 
@@ -97,7 +98,7 @@ def setup_failed(
     """The record of a boot whose stack or model could not be set up: failed at stage
     `stack` or `model` with the setup's cause, message and log tail; nothing launched, every
     level not run."""
-    record = new_cell_record(job, level_plan(job.spec))
+    record = new_cell_record(job, level_plan(BenchmarkSettings.of(job.spec["benchmark"])))
     record["status"] = "failed"
     record["failure"] = Failure(**failure, level=None, repeat=job.repeat)
     record["gpu_slots"], record["workflow_env"], record["comm_env"] = None, {}, {}

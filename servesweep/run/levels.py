@@ -7,20 +7,18 @@ import zlib
 from typing import cast
 
 from servesweep.bench.arrivals import schedule
-from servesweep.level import Level, levels_of
-from servesweep.records import CellSpec
+from servesweep.level import Level
 from servesweep.sizing import level_requests
-from servesweep.sweep.config import arrival
+from servesweep.sweep.benchmark import BenchmarkSettings
 from servesweep.workloads import Prompt, make_prompts
 
 WARMUP_SALT = 1_000_000_007  # a rate level's warm-up schedule: its own seed
 
 
-def level_plan(spec: CellSpec) -> list[tuple[Level, int]]:
+def level_plan(bench: BenchmarkSettings) -> list[tuple[Level, int]]:
     """(level, in_boot) in the order one boot runs them: each level's measurements within
     the boot back to back."""
-    bench = spec["benchmark"]
-    return [(lv, i) for lv in levels_of(bench) for i in range(bench["repeats_in_boot"])]
+    return [(lv, i) for lv in bench.levels for i in range(bench.repeats_in_boot)]
 
 
 def _salt(level: Level) -> int:
@@ -31,23 +29,21 @@ def _salt(level: Level) -> int:
     return cast(int, level.value) * 101  # a concurrency
 
 
-def level_prompts(spec: CellSpec, tokenizer, level: Level, in_boot: int) -> list[Prompt]:
+def level_prompts(bench: BenchmarkSettings, tokenizer, level: Level, in_boot: int) -> list[Prompt]:
     """The level's prompts (warmup first). Seeded by level and in-boot index only, so every
     variant, and every boot, sees exactly the same requests."""
-    bench = spec["benchmark"]
-    workload = bench["workload"]
+    workload = bench.workload
     n = level_requests(bench, level).requests
     seed = workload["seed"] * 1_000_003 + _salt(level) + in_boot
     return make_prompts(tokenizer, n, workload, seed)
 
 
 def rate_schedule(
-    spec: CellSpec, level: Level, in_boot: int, measured: int, warmup: bool = False
+    bench: BenchmarkSettings, level: Level, in_boot: int, measured: int, warmup: bool = False
 ) -> list[float]:
     """When each measured (or, `warmup`, each warm-up) request of a rate level is due (s
     after the first): seeded by the arrival seed, the level and the in-boot index, so every
     variant gets the same one; the warm-up's schedule is drawn apart from the measured one,
     which stays what it was."""
-    how = arrival(spec["benchmark"])
     salt = _salt(level) * 16 + in_boot + (WARMUP_SALT if warmup else 0)
-    return schedule(measured, level.value, how, salt).tolist()
+    return schedule(measured, level.value, bench.arrival, salt).tolist()

@@ -115,7 +115,7 @@ def check_analysis(config: dict) -> None:
     the SLO it is counted against."""
     analysis = config.get("analysis") or {}
     bench = config["benchmark"]
-    measured = {parse_value(v) for v in bench.get("rate") or bench.get("levels") or []}
+    measured = {lv.value for lv in levels_of(bench)}
     for level in analysis.get("levels") or []:
         if parse_value(level) not in measured:
             raise CheckError(

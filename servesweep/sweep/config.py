@@ -13,20 +13,20 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import jsonschema
 import yaml
 
 from servesweep import CLIENT_VERSION
-from servesweep.level import Kind, Level, levels_of
+from servesweep.level import Kind, Level
 from servesweep.level import load_kind as load_kind_of
 from servesweep.records import CellRead, CellSpec
 from servesweep.server.engines import ENGINES, get_engine
-from servesweep.sizing import Precision
-from servesweep.sizing import num_prompts as level_prompts
+from servesweep.sizing import measured_requests
 from servesweep.sweep import checks
 from servesweep.sweep.analysis import AnalysisSettings
+from servesweep.sweep.benchmark import BenchmarkSettings
 from servesweep.sweep.checks import (
     CheckError,
     check_analysis,
@@ -56,22 +56,6 @@ SPECULATIVE_FLAGS = (
     "speculative-config",
     "speculative-model",
 )
-
-
-class Arrival(NamedTuple):
-    """How a rate level's requests are spread in time (servesweep.bench.arrivals)."""
-
-    distribution: str  # "poisson" | "gamma"
-    burstiness: float  # the gamma shape; 1 for poisson
-    seed: int
-
-
-def arrival(bench: dict) -> Arrival:
-    """The benchmark's arrival settings, defaults filled (poisson, burstiness 1, seed 0)."""
-    a = bench.get("arrival") or {}
-    dist = a.get("distribution", "poisson")
-    burst = float(a.get("burstiness", 1.0)) if dist == "gamma" else 1.0
-    return Arrival(dist, burst, int(a.get("seed", 0)))
 
 
 class ConfigError(ValueError):
@@ -215,7 +199,7 @@ class Sweep:
     models: dict
     variants: dict  # resolved
     server: dict
-    benchmark: dict
+    benchmark: BenchmarkSettings  # `benchmark:` typed; raw["benchmark"] the section as given
     retries: dict
     analysis: AnalysisSettings  # `analysis:` typed; .as_config() the section as configured
     gpu_slots: dict
@@ -247,7 +231,7 @@ class Sweep:
     @property
     def repeats_rule(self) -> RepeatsRule:
         """`benchmark.repeats` as stages (fixed n: min = max = n)."""
-        return repeats_rule(self.benchmark["repeats"])
+        return repeats_rule(self.benchmark.repeats)
 
     @property
     def repeats(self) -> int:
@@ -265,24 +249,26 @@ class Sweep:
     @property
     def load_kind(self) -> Kind:
         """`concurrency` (benchmark.levels) or `rate` (benchmark.rate)."""
-        return load_kind_of(self.benchmark)
+        return self.benchmark.kind
 
     @property
     def levels(self) -> list[Level]:
         """The configured levels, in order: concurrencies, or rates (math.inf for inf)."""
-        return levels_of(self.benchmark)
+        return list(self.benchmark.levels)
 
     def num_prompts(self, level: Level) -> int:
-        return level_prompts(self.benchmark["num_prompts"], level, Precision.of(self.benchmark))
+        """A level's measured requests (under `auto`, the most it may send): what a spec
+        records in `num_prompts_per_level`, by sizing's one rule."""
+        return measured_requests(self.benchmark, level)
 
     def _spec_benchmark(self) -> dict:
         """The benchmark part of a spec. A concurrency sweep's is exactly as before rate
         levels existed (its cells keep their spec hashes); a rate sweep's names its rates
         and its arrival settings resolved."""
-        bench = {k: v for k, v in self.benchmark.items() if k != "repeats"}
+        bench = {k: v for k, v in self.raw["benchmark"].items() if k != "repeats"}
         if self.load_kind == "rate":
             bench["rate"] = [lv.json for lv in self.levels]
-            bench["arrival"] = arrival(self.benchmark)._asdict()
+            bench["arrival"] = self.benchmark.arrival._asdict()
         bench["num_prompts_per_level"] = {lv.key: self.num_prompts(lv) for lv in self.levels}
         return bench
 
@@ -323,7 +309,7 @@ class Sweep:
             benchmark=self._spec_benchmark(),
             client_version=CLIENT_VERSION,
         )
-        if "search" in self.benchmark:
+        if self.benchmark.search is not None:
             # The capacity search judges levels as they run, so its SLO is part of what a
             # boot measures; without a search `slo` only judges (and stays out of the spec).
             spec["slo"] = self.raw["slo"]
@@ -463,7 +449,7 @@ def load(config: dict) -> Sweep:
         },
         variants=variants,
         server=config["server"],
-        benchmark=config["benchmark"],
+        benchmark=BenchmarkSettings.of(config["benchmark"]),
         retries=config["retries"],
         analysis=AnalysisSettings.of(config["analysis"]),
         gpu_slots=config["gpu_slots"],

@@ -15,7 +15,7 @@ import re
 from typing import Any, NamedTuple
 
 from servesweep.hunt import spec as hs
-from servesweep.level import Level, parse_value
+from servesweep.level import Level, levels_of, parse_value
 from servesweep.server.engines import ENGINES
 from servesweep.sweep.checks import CheckError, variant_gpus
 
@@ -137,7 +137,7 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
                 f"(known: {', '.join(stacks)})"
             )
     bench = config["benchmark"]
-    measured = [parse_value(v) for v in bench.get("rate") or bench["levels"]]
+    measured = [lv.value for lv in levels_of(bench)]
     objective = h["objective"]
     metric = objective["metric"]
     if metric in SLO_METRICS and not config.get("slo"):

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, cast
 
 from servesweep import CLIENT_VERSION
 from servesweep.jsonfile import read_json
-from servesweep.level import INF, level_key, levels_of
+from servesweep.level import INF, level_key
 from servesweep.records import (
     CellRead,
     CellRecord,
@@ -37,8 +37,9 @@ from servesweep.resources.identity import spec_identity
 from servesweep.resources.models import model_path
 from servesweep.resources.stacks import stack_python
 from servesweep.server.engines import launch_command, launch_env
-from servesweep.sizing import Precision, is_auto, level_requests
+from servesweep.sizing import level_requests
 from servesweep.sweep import resume
+from servesweep.sweep.benchmark import BenchmarkSettings
 from servesweep.sweep.config import Sweep, next_attempt, spec_hash
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.stages import simulate_boots
@@ -229,12 +230,12 @@ class Rates:
             sources.append(self.assumed.source)
             return default
 
-        bench = spec["benchmark"]
-        out_tokens = bench["workload"].get("output_tokens") or DEFAULT_OUTPUT_TOKENS
+        bench = BenchmarkSettings.of(spec["benchmark"])
+        out_tokens = bench.workload.get("output_tokens") or DEFAULT_OUTPUT_TOKENS
         assumed = self.assumed
         total = pick(own["boot"], self.boot.get(engine), assumed.boot_s)
         total += pick(own["teardown"], self.teardown.get(engine), assumed.teardown_s)
-        for level in levels_of(bench):
+        for level in bench.levels:
             lkey = level.key
             requests = level_requests(bench, level).requests
             mine = own["tput"].get(lkey)
@@ -246,8 +247,8 @@ class Rates:
                 min(streams * assumed.stream_tok_s, assumed.cell_tok_s),
             )
             seconds = requests * out_tokens / rate
-            if is_auto(bench):  # sends until precise enough: at most its time cap
-                seconds = min(seconds, Precision.of(bench).max_s)
+            if bench.is_auto:  # sends until precise enough: at most its time cap
+                seconds = min(seconds, bench.precision.max_s)
             if level.is_rate and level.value != INF:
                 seconds = max(seconds, requests / level.value)  # the arrivals take this long
             total += seconds + LEVEL_OVERHEAD_S

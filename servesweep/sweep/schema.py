@@ -16,7 +16,11 @@ def schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
-def section_defaults(section: str) -> dict:
-    """The schema's defaults of a top-level section's keys (those that have one)."""
-    keys = schema()["properties"][section]["properties"]
+def section_defaults(*path: str) -> dict:
+    """The schema's defaults of a section's keys (those that have one): a top-level section
+    (`analysis`), or one inside it (`benchmark`, `search`)."""
+    node = schema()
+    for section in path:
+        node = node["properties"][section]
+    keys = node["properties"]
     return {key: value["default"] for key, value in keys.items() if "default" in value}

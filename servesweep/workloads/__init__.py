@@ -5,7 +5,7 @@ keys in the schema."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from servesweep.workloads import random_tokens, shared_prefix, sharegpt
 from servesweep.workloads.base import KindKeys, Prompt
@@ -33,6 +33,6 @@ def workload_problem(workload: dict) -> str | None:
     return None
 
 
-def make_prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:
+def make_prompts(tokenizer, n: int, workload: Mapping, seed: int) -> list[Prompt]:
     """n prompts of the workload's kind, seeded by `seed`."""
     return KINDS[workload["kind"]](tokenizer, n, workload, seed)

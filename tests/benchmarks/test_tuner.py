@@ -48,7 +48,7 @@ def test_the_tuner_is_the_hunts_round_one_one_boot_each():
     assert mine.repeats == 1 and mine.hunt is None
     assert mine.analysis.objective == "output_throughput"
     assert mine.analysis.levels == (256, 1024) and mine.analysis.baseline == "baseline"
-    assert mine.benchmark["workload"] == hunt.benchmark["workload"]
+    assert mine.raw["benchmark"]["workload"] == hunt.raw["benchmark"]["workload"]
     assert mine.levels == hunt.levels and mine.models == hunt.models
     for name in mine.variants:
         theirs = name if name == "baseline" else f"baseline+{name}"

@@ -11,6 +11,7 @@ from servesweep.level import Level
 from servesweep.sizing import (
     Batch,
     Precision,
+    PromptCount,
     batch_estimate,
     chi2_05,
     measured_requests,
@@ -19,6 +20,7 @@ from servesweep.sizing import (
     rse_bound,
     warmup_requests,
 )
+from servesweep.sweep.benchmark import BenchmarkSettings
 from servesweep.sweep.schema import SCHEMA_PATH
 
 TOKENS = 16 * 20  # a batch of 20 requests of 16 output tokens
@@ -107,9 +109,13 @@ def test_precision_defaults_are_the_schemas_and_auto_keeps_the_count_rule_apart(
     schema = {k: v["default"] for k, v in props.items() if "default" in v}
     given = {k: v for k, v in Precision()._asdict().items() if v is not None}
     assert schema == given and "boot_cv_pct" in bench["precision"]["properties"]
-    rule = {"per_level": 1, "min": 20, "max": 100000}
+    rule = PromptCount()
     assert [num_prompts(rule, Level.parse(c)) for c in (1, 10, 64)] == [20, 20, 64]
-    auto = {"num_prompts": "auto", "precision": {"max_requests": 300}, "warmup": "auto"}
+    count = bench["num_prompts"]["oneOf"][1]["properties"]
+    assert {k: v["default"] for k, v in count.items()} == PromptCount()._asdict()
+    auto = BenchmarkSettings.of(
+        {"num_prompts": "auto", "precision": {"max_requests": 300}, "warmup": "auto"}
+    )
     assert measured_requests(auto, Level.parse(64)) == 300
     assert warmup_requests(auto, Level.parse(64)) == 64
     assert Precision().batch_size(Level.parse(1)) == 10

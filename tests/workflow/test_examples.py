@@ -89,7 +89,7 @@ def test_example_validates_and_resolves(path):
 @pytest.mark.parametrize("name", GPU_EXAMPLES + HUNT_EXAMPLES)
 def test_gpu_examples_sweep_the_seed_levels_on_both_cuda_stacks(name):
     sweep = load_file(ROOT / "config" / "examples" / name)
-    assert sweep.benchmark["levels"] == [1, 10, 256, 1024]
+    assert sweep.raw["benchmark"]["levels"] == [1, 10, 256, 1024]
     assert {s["requirements"] for s in sweep.stacks.values()} == {
         "envs/sglang-cu128.txt",
         "envs/sglang-cu130.txt",
@@ -100,8 +100,8 @@ def test_gpu_examples_sweep_the_seed_levels_on_both_cuda_stacks(name):
 
 def test_h200_example_sweeps_two_stacks_and_two_gpu_variants_on_one_gpu():
     sweep = load_file(ROOT / "config" / "examples" / H200_EXAMPLE)
-    assert sweep.benchmark["levels"] == [1, 10, 256, 1024]
-    assert sweep.benchmark["repeats"] >= 2
+    assert sweep.raw["benchmark"]["levels"] == [1, 10, 256, 1024]
+    assert sweep.raw["benchmark"]["repeats"] >= 2
     assert len(sweep.stacks) == 2
     assert all(s["kind"] == "existing" for s in sweep.stacks.values())
     assert all(sweep.gpus(v) == 1 for v in sweep.variants)
@@ -127,7 +127,7 @@ def test_h200_sglang_example_is_the_seeds_single_gpu_tries():
     # What each variant adds to SGLang's defaults, exactly (the launch line that worked on
     # the H200 first), on one GPU, two boots a cell, the seeds' four levels.
     sweep = load_file(ROOT / "config" / "examples" / H200_SGLANG_EXAMPLE)
-    assert sweep.benchmark["levels"] == [1, 10, 256, 1024] and sweep.repeats == 2
+    assert sweep.raw["benchmark"]["levels"] == [1, 10, 256, 1024] and sweep.repeats == 2
     assert [s["kind"] for s in sweep.stacks.values()] == ["existing"]
     base = "--sampling-backend pytorch --enable-metrics --mem-fraction-static 0.85"
     added = {
@@ -165,16 +165,16 @@ def test_h200_sglang_noise_example_splits_boot_and_in_boot_scatter():
     sweep = load_file(ROOT / "config" / "examples" / "h200-sglang-noise.yaml")
     full = load_file(ROOT / "config" / "examples" / H200_SGLANG_EXAMPLE)
     assert list(sweep.variants) == ["baseline", "no-custom-ar"]
-    assert sweep.repeats == 3 and sweep.benchmark["repeats_in_boot"] == 3
-    assert sweep.benchmark["levels"] == [1, 10, 256]
+    assert sweep.repeats == 3 and sweep.raw["benchmark"]["repeats_in_boot"] == 3
+    assert sweep.raw["benchmark"]["levels"] == [1, 10, 256]
     assert sweep.models == full.models and sweep.stacks == full.stacks
-    assert sweep.benchmark["workload"] == full.benchmark["workload"]
+    assert sweep.raw["benchmark"]["workload"] == full.raw["benchmark"]["workload"]
     for stack, model, variant in sweep.cells:
         assert (
             sweep.spec(stack, model, variant)["command"]
             == full.spec(stack, model, variant)["command"]
         )
-    prompts = sweep.benchmark["num_prompts"]
+    prompts = sweep.raw["benchmark"]["num_prompts"]
     assert [max(prompts["min"], round(prompts["per_level"] * lv)) for lv in (1, 10, 256)] == [
         64,
         64,
@@ -193,7 +193,7 @@ def test_h200_engines_example_makes_the_engine_a_variant_axis():
     (stack,) = sweep.stacks
     assert sweep.stacks[stack]["python"] == "/tmp/stack-engines/bin/python3"
     assert sweep.models == sglang.models == vllm.models
-    assert sweep.benchmark["workload"] == sglang.benchmark["workload"]
+    assert sweep.raw["benchmark"]["workload"] == sglang.raw["benchmark"]["workload"]
     assert sweep.analysis.baseline == "baseline"
     for variant, other in (("baseline", sglang), ("vllm", vllm)):
         spec, theirs = (
@@ -212,7 +212,7 @@ def test_h200_engines_example_makes_the_engine_a_variant_axis():
     ]
     assert (sweep.repeats_rule.min, sweep.repeats_rule.max) == (3, 4)
     # Level 256 in six waves (stage 1's two waves did not measure it).
-    assert sweep.benchmark["levels"] == [1, 10, 256]
+    assert sweep.raw["benchmark"]["levels"] == [1, 10, 256]
     assert [sweep.num_prompts(lv) for lv in sweep.levels] == [64, 64, 6 * 256]
 
 

@@ -23,11 +23,10 @@ from servesweep.sweep.hunt import CAPACITY
 
 
 def analysis_of(sweep: Sweep) -> Analysis:
-    bench = sweep.benchmark
     return Analysis(
         levels=list(sweep.levels),
-        repeats_in_boot=bench["repeats_in_boot"],
-        error_rate_threshold=bench["error_rate_threshold"],
+        repeats_in_boot=sweep.benchmark.repeats_in_boot,
+        error_rate_threshold=sweep.benchmark.error_rate_threshold,
         gates=sweep.analysis,
         slo=sweep.raw.get("slo"),
     )

@@ -10,8 +10,8 @@ from fixtures.sse_server import ServerProcess
 from servesweep.bench import arrivals
 from servesweep.bench.client import ClientSettings, run_level
 from servesweep.level import INF, Level
-from servesweep.sizing import level_requests, num_prompts, warmup_requests
-from servesweep.sweep.config import Arrival
+from servesweep.sizing import PromptCount, level_requests, num_prompts, warmup_requests
+from servesweep.sweep.benchmark import Arrival, BenchmarkSettings
 from servesweep.workloads.base import Prompt
 
 
@@ -89,7 +89,7 @@ def test_rate_figures_by_hand():
 
 
 def test_num_prompts_for_rates():
-    rule = {"per_level": 2, "min": 8, "max": 100}
+    rule = PromptCount(per_level=2, min=8, max=100)
     assert num_prompts(rule, Level.parse(16)) == 32
     assert num_prompts(rule, Level.parse(0.5)) == 8
     assert num_prompts(rule, Level.parse(1000)) == 100
@@ -98,7 +98,7 @@ def test_num_prompts_for_rates():
 
 def test_warmup_rule():
     bench = {"num_prompts": {"per_level": 1.5, "min": 20, "max": 100000}}
-    auto = {**bench, "warmup": "auto"}
+    auto = BenchmarkSettings.of({**bench, "warmup": "auto"})
     # A concurrency level: one wave at its own concurrency.
     assert [warmup_requests(auto, Level.parse(c)) for c in (1, 10, 1024)] == [1, 10, 1024]
     # A rate level: 10 s of its arrivals, at most what it measures; inf: what it measures.
@@ -107,11 +107,11 @@ def test_warmup_rule():
     assert warmup_requests(auto, Level.parse(100, "rate")) == 150
     assert warmup_requests(auto, Level.parse("inf", "rate")) == 20
     # A spec's own count per level wins over the rule (a configured level).
-    spec = {**auto, "num_prompts_per_level": {"4": 7}}
+    spec = BenchmarkSettings.of({**bench, "warmup": "auto", "num_prompts_per_level": {"4": 7}})
     assert warmup_requests(spec, Level.parse(4, "rate")) == 7
     # An integer is that many requests, whatever the level; the default is auto.
-    assert warmup_requests({**bench, "warmup": 2}, Level.parse(1024)) == 2
-    assert warmup_requests(bench, Level.parse(64)) == 64
+    assert warmup_requests(BenchmarkSettings.of({**bench, "warmup": 2}), Level.parse(1024)) == 2
+    assert warmup_requests(BenchmarkSettings.of(bench), Level.parse(64)) == 64
 
 
 def test_a_rate_levels_warmup_runs_at_its_rate(tmp_path):
@@ -278,9 +278,10 @@ def test_level_requests_are_what_a_boot_sends():
     # One computation for the boot, its prompts and the plan: warm-up, measured, and
     # whether a rate level's warm-up follows its own arrivals (auto) or is sent at once.
     bench = {"num_prompts": {"per_level": 1.5, "min": 20, "max": 100000}, "warmup": "auto"}
-    assert level_requests(bench, Level.parse(10)) == (10, 20, False)  # one wave, not paced
-    rate = level_requests(bench, Level.parse(100, "rate"))
+    of = BenchmarkSettings.of
+    assert level_requests(of(bench), Level.parse(10)) == (10, 20, False)  # one wave, not paced
+    rate = level_requests(of(bench), Level.parse(100, "rate"))
     assert rate == (150, 150, True) and rate.requests == 300
-    assert level_requests({**bench, "warmup": 3}, Level.parse(100, "rate")) == (3, 150, False)
-    spec = {**bench, "num_prompts_per_level": {"4": 7}}
+    assert level_requests(of({**bench, "warmup": 3}), Level.parse(100, "rate")) == (3, 150, False)
+    spec = of({**bench, "num_prompts_per_level": {"4": 7}})
     assert level_requests(spec, Level.parse(4, "rate")).requests == 14

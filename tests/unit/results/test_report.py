@@ -142,7 +142,7 @@ def test_the_default_sweeps_analysis_drives_the_report():
     analysis = analysis_of(sweep)
     assert [lv.json for lv in analysis.levels] == [1, 10, 256, 1024]
     # The default shows intervals for real: at least two boots a cell, in stages.
-    assert repeats_rule(sweep.benchmark["repeats"]).min >= 2
+    assert repeats_rule(sweep.raw["benchmark"]["repeats"]).min >= 2
     assert analysis.gates.baseline == "baseline"
 
 

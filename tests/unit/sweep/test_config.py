@@ -22,7 +22,7 @@ from servesweep.sweep.config import (
 def test_default_config_loads():
     sweep = load_file(ROOT / "config" / "config.yaml")
     assert "baseline" in sweep.variants
-    assert sweep.benchmark["levels"] == [1, 10, 256, 1024]
+    assert sweep.raw["benchmark"]["levels"] == [1, 10, 256, 1024]
     assert len(sweep.cells) == len(sweep.stacks) * len(sweep.models) * len(sweep.variants)
 
 
@@ -45,7 +45,7 @@ def test_defaults_are_filled():
     sweep = load(base_config())
     assert sweep.server["host"] == "127.0.0.1"
     assert sweep.server["port"] == "auto"
-    assert sweep.benchmark["workload"]["output_tokens"] == 16
+    assert sweep.raw["benchmark"]["workload"]["output_tokens"] == 16
     assert sweep.num_prompts(Level.parse(1)) == 20  # min
     assert sweep.num_prompts(Level.parse(256)) == 256
 
@@ -271,7 +271,7 @@ def test_a_per_level_boot_scatter_keys_its_levels_as_the_workflow_names_them():
             levels=[2, 10], num_prompts="auto", precision={"boot_cv_pct": given}
         )
         sweep = load(config)
-        assert sweep.benchmark["precision"]["boot_cv_pct"] == {"2": 1.0, "10": 8.0}
+        assert sweep.raw["benchmark"]["precision"]["boot_cv_pct"] == {"2": 1.0, "10": 8.0}
         assert config["benchmark"]["precision"]["boot_cv_pct"] == given  # not mutated
         text = spec_json(sweep.spec("cpu", "tiny", "cb"))
         assert spec_json(spec_from_json(text)) == text
@@ -280,7 +280,7 @@ def test_a_per_level_boot_scatter_keys_its_levels_as_the_workflow_names_them():
     # One number is kept as it is given (the shipped sweeps' spec hashes: test_spec_hashes).
     config = base_config()
     config["benchmark"].update(num_prompts="auto", precision={"boot_cv_pct": 1.0})
-    assert load(config).benchmark["precision"]["boot_cv_pct"] == 1.0
+    assert load(config).raw["benchmark"]["precision"]["boot_cv_pct"] == 1.0
 
 
 @pytest.mark.parametrize(
