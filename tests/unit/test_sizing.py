@@ -122,6 +122,23 @@ def test_precision_defaults_are_the_schemas_and_auto_keeps_the_count_rule_apart(
     assert Precision().batch_size(Level.parse(64)) == 64
 
 
+def cost_optimal_stop_s(
+    rule: Precision, level: Level | None, rng: np.random.Generator, c: float, c_b: float
+) -> float:
+    """Seconds a level of batches of mean 1 s and CV c runs under `rule` before it stops
+    (the cost-optimal target, with the boot's share c_b), batches drawn from `rng`."""
+    sigma = math.sqrt(math.log1p(c**2))
+    batches, elapsed = [], 0.0
+    while True:
+        d = math.exp(rng.normal(-(sigma**2) / 2, sigma))
+        batches.append(Batch(TOKENS, d))
+        elapsed += d
+        stop = request_stop(rule, batches, elapsed, 20 * len(batches), c_b, level)
+        if stop.stop:
+            assert stop.reason == "cost_optimal"
+            return elapsed
+
+
 def test_a_stated_boot_scatter_stops_a_level_at_its_cost_optimal_length():
     # Truth: batches of mean 1 s and CV c, so a level of t seconds has a sampling variance
     # c^2 / t (relative). With a boot's share c_b and boot scatter s_b, the length that
@@ -135,19 +152,7 @@ def test_a_stated_boot_scatter_stops_a_level_at_its_cost_optimal_length():
     for s_b in (0.005, 0.02, 0.05):
         best = grid[np.argmin((c_b + grid) * (s_b**2 + c**2 / grid))]
         rule = Precision(boot_cv_pct=s_b * 100, min_batches=5, max_s=1e9, max_requests=10**9)
-        times = []
-        for _ in range(300):
-            sigma = math.sqrt(math.log1p(c**2))
-            batches, elapsed = [], 0.0
-            while True:
-                d = math.exp(rng.normal(-(sigma**2) / 2, sigma))
-                batches.append(Batch(TOKENS, d))
-                elapsed += d
-                stop = request_stop(rule, batches, elapsed, 20 * len(batches), c_b)
-                if stop.stop:
-                    break
-            assert stop.reason == "cost_optimal"
-            times.append(elapsed)
+        times = [cost_optimal_stop_s(rule, None, rng, c, c_b) for _ in range(300)]
         stops[s_b] = float(np.median(times))
         floor = rule.min_batches + 1  # the rule never stops before its minimum
         assert stops[s_b] == pytest.approx(max(best, floor), rel=0.3), (s_b, best)
@@ -183,22 +188,6 @@ def test_the_rse_bound_is_chi2s_and_a_lucky_spread_stops_at_most_5_percent():
     assert rse_bound(batch_estimate([Batch(TOKENS, 1.0)] * 2)) is None  # one counted
 
 
-def cost_optimal_stop_s(rule: Precision, level: Level, seed: int, c: float, c_b: float) -> float:
-    """Seconds a level of batches of mean 1 s and CV c runs under `rule` before it stops
-    (the cost-optimal target, with the boot's share c_b), from a seeded stream."""
-    rng = np.random.default_rng(seed)
-    sigma = math.sqrt(math.log1p(c**2))
-    batches, elapsed = [], 0.0
-    while True:
-        d = math.exp(rng.normal(-(sigma**2) / 2, sigma))
-        batches.append(Batch(TOKENS, d))
-        elapsed += d
-        stop = request_stop(rule, batches, elapsed, 20 * len(batches), c_b, level)
-        if stop.stop:
-            assert stop.reason == "cost_optimal"
-            return elapsed
-
-
 def test_a_per_level_boot_scatter_stops_each_level_at_its_own_cost_optimal_length():
     # The H100's σ_B: ~1 % at levels 1 and 10, ~8 % at 256 (docs/sglang-h200.md, lease C).
     # Each level under the map stops exactly where one number, its own σ_B, stops it on the
@@ -215,8 +204,8 @@ def test_a_per_level_boot_scatter_stops_each_level_at_its_own_cost_optimal_lengt
         for value, own in ((1, 1.0), (256, 8.0)):
             level = Level.parse(value)
             alone = Precision(boot_cv_pct=own, **limits)
-            got = cost_optimal_stop_s(per_level, level, seed, c, c_b)
-            assert got == cost_optimal_stop_s(alone, level, seed, c, c_b)
+            got = cost_optimal_stop_s(per_level, level, np.random.default_rng(seed), c, c_b)
+            assert got == cost_optimal_stop_s(alone, level, np.random.default_rng(seed), c, c_b)
             stops[value].append(got)
     assert np.median(stops[256]) * 5 < np.median(stops[1])
 
