@@ -180,8 +180,6 @@ class Design(NamedTuple):
     arms: int = 1  # the arms alpha is divided over
     capped: bool = False  # the last look is the cap, short of what the power needs
     planned: int = 0  # cut short by the budget (budget.truncate): the last look planned
-    curtail: float = 0.0  # futile before the last look when the conditional power at the
-    # current trend is below this at every level (0: off; non-binding, so α holds)
 
     @property
     def family_alpha(self) -> float:
@@ -353,38 +351,17 @@ class Signs(NamedTuple):
     worse: np.ndarray  # some level's upper bound below 0
     beyond: np.ndarray  # some level's upper bound below -margin (worse than the margin)
     futile: np.ndarray  # every level's futility bound below δ
-    hopeless: np.ndarray  # before the last look: every level's conditional power < curtail
 
 
-def conditional_power(design: Design, look: int, s: LevelStats) -> np.ndarray:
-    """P(the last look's efficacy bound is crossed | this look), the gain going on at its
-    current estimate (Lan, Simon & Halperin 1982; Jennison & Turnbull 2000, ch. 10): with
-    information fraction t = n_k / n_K and Z = gain / se, Φ((Z / √t − z_K) / √(1 − t)) on
-    the normal scale, the looks between ignored. 1 at the last look."""
-    t = design.looks[look] / design.looks[-1]
-    if t >= 1:
-        return np.ones(np.shape(s.gain))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(s.se > 0, s.gain / s.se, np.sign(s.gain) * np.inf)
-    z_last = sps.norm.isf(design.efficacy_p[-1])
-    return sps.norm.cdf((z / math.sqrt(t) - z_last) / math.sqrt(1 - t))
-
-
-def signs(design: Design, look: int, per_level: Sequence[LevelStats]) -> Signs:
+def signs(design: Design, per_level: Sequence[LevelStats]) -> Signs:
     margin = log_margin(design)
     futile_at = math.log1p(design.min_effect)
-    if design.curtail > 0:
-        cp = [conditional_power(design, look, s) < design.curtail for s in per_level]
-        hopeless = np.all(cp, axis=0)
-    else:
-        hopeless = np.zeros(np.shape(per_level[0].gain), dtype=bool)
     return Signs(
         np.any([s.low > 0 for s in per_level], axis=0),
         np.all([s.floor > margin for s in per_level], axis=0),
         np.any([s.harm < 0 for s in per_level], axis=0),
         np.any([s.harm < margin for s in per_level], axis=0),
         np.all([s.high < futile_at for s in per_level], axis=0),
-        hopeless,
     )
 
 
@@ -398,11 +375,11 @@ def decide_codes(design: Design, look: int, per_level: Sequence[LevelStats]) -> 
     dip at an unchanged level clears with more boots). At the last look every arm that is
     not adopted is rejected, unless the design is capped short of its power or cut short
     by the budget (`planned`): then one that is neither futile nor worse is undecided."""
-    s = signs(design, look, per_level)
+    s = signs(design, per_level)
     last = look == len(design.looks) - 1
     end = UNDECIDED if design.capped or design.planned else REJECT
     out = np.full(np.shape(s.better), end if last else CONTINUE)
-    out = np.where(((s.worse | s.futile | s.hopeless) & ~s.better) | s.beyond, REJECT, out)
+    out = np.where(((s.worse | s.futile) & ~s.better) | s.beyond, REJECT, out)
     cut = UNDECIDED if design.planned else REJECT  # not within, boots spent (or cut short)
     out = np.where(s.better & ~s.within & ~s.beyond & last, cut, out)
     return np.where(s.better & s.within, ADOPT, out)
@@ -432,7 +409,7 @@ def log_margin(design: Design) -> float:
 
 
 def _reason(design: Design, look: int, per, levels, best: int, code: int) -> str:
-    s = signs(design, look, per)
+    s = signs(design, per)
     m, d = f"{100 * design.margin:.3g} %", f"{100 * design.min_effect:.3g} %"
     worse = [lv for lv, x in zip(levels, per, strict=True) if x.harm < 0]
     margin = log_margin(design)
@@ -451,11 +428,6 @@ def _reason(design: Design, look: int, per, levels, best: int, code: int) -> str
         return f"worse at level {worse[0]}"
     if bool(s.futile):
         return f"futile: gain below {d} at every level"
-    if bool(s.hopeless) and not bool(s.better):
-        return (
-            f"futile: at the gain so far, under {design.curtail:.0%} chance at every level "
-            f"of being shown better by {design.looks[-1]} boots a side"
-        )
     if bool(s.better):
         return f"better at level {levels[best]} but not shown within {m} at level {short[0]}"
     return f"not better at any level in {n} boots a side"

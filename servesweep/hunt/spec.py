@@ -85,8 +85,6 @@ class HuntSpec:
     pool_variance: bool = True  # one boot scatter per level over the hunt (else Welch)
     design: HuntDesign = "screen"  # one pass on point estimates, then checks; or sequential
     screen_boots: int = 2  # the screen's counted boots a side (design: screen)
-    curtail: float = 0.0  # an arm is futile before the last look when its conditional
-    # power at the gain so far is below this at every level (0: off)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -129,8 +127,6 @@ def validate(spec: HuntSpec) -> None:
         problems.append("design must be sequential or screen")
     if spec.screen_boots < 1:
         problems.append("screen_boots must be >= 1")
-    if not 0 <= spec.curtail < 1:
-        problems.append("curtail must be >= 0 and < 1")
     if spec.design == "screen" and not spec.ablate:
         problems.append(
             "design screen needs ablate: true (the screen keeps a candidate on its mean, and "
@@ -199,7 +195,7 @@ def design(
     margin_pct: float | None = None,
 ) -> Design:
     """The design of a round with `arms` arms ending at `boots` a side (default the cap)."""
-    d = _design(
+    return _design(
         spec.boots_min,
         spec.boots_max if boots is None else boots,
         spec.stage,
@@ -212,7 +208,6 @@ def design(
         arms,
         margin(spec) if margin_pct is None else margin_pct,
     )
-    return d._replace(curtail=spec.curtail) if spec.curtail else d
 
 
 def round_design(
