@@ -28,6 +28,7 @@ from servesweep.server.failures import log_tail, read_log
 from servesweep.server.gpu_slots import GpuLease
 from servesweep.server.process import ServerProcess, port_is_free
 from servesweep.server.readiness import BootFailure, check_alive, diagnose, wait_ready
+from servesweep.server.settings import ServerSettings
 from servesweep.server.telemetry import GpuSampler, joules_per_token, visible_indices
 from servesweep.sizing import level_requests
 from servesweep.sweep.benchmark import BenchmarkSettings, Search
@@ -45,17 +46,19 @@ class CellRun:
         spec, deadline = job.spec, job.deadline
         self.spec = spec
         self.repeat = job.repeat
+        # The spec's server section, read once for the whole boot.
+        self.server = server = ServerSettings.of(spec["server"])
         # The job's time limit (time.time) as a time.monotonic cutoff, less the margin.
         self.cutoff = None
         if deadline is not None:
-            left = deadline - time_limit_margin(spec) - time.time()
+            left = deadline - time_limit_margin(server) - time.time()
             self.cutoff = time.monotonic() + left
         self.out_dir = Path(job.out_dir)
         self.levels_dir = self.out_dir / "levels"
         self.server_log = Path(job.server_log)
         self.log = log
         self.engine = get_engine(spec["engine"], spec["engine_options"])
-        self.host = spec["server"]["host"]
+        self.host = server.host
         self.python = job.stack_manifest["python"]
         self.model_path = job.model_manifest["path"]
         # The spec's benchmark, read once for the whole boot.
@@ -71,7 +74,7 @@ class CellRun:
             extra_body=self.engine.request_extras(),
             tokenizer=self.tokenizer,
         )
-        self.record = new_cell_record(job, self.plan)
+        self.record = new_cell_record(job, self.plan, server)
         self.use_gpus(None)
 
     def use_gpus(self, lease: GpuLease | None) -> None:
@@ -101,7 +104,7 @@ class CellRun:
 
     def prepare(self, port: int) -> None:
         """Point the command and the client at `port`."""
-        command = launch_command(self.spec, self.python, self.model_path, port)
+        command = launch_command(self.spec, self.python, self.model_path, self.host, port)
         self.record.update({"command": command, "command_str": shlex.join(command), "port": port})
         self.settings.base_url = f"http://{self.host}:{port}"
 
@@ -143,7 +146,7 @@ class CellRun:
         """Boot, run the levels, tear down (on every path). Returns False when the server
         never became ready (so the caller may relaunch)."""
         booted = completed = False
-        boot_timeout = self.spec["server"]["boot_timeout_s"]
+        boot_timeout = self.server.boot_timeout_s
         left = self.left()
         limited = left is not None and left < boot_timeout
         try:
@@ -186,7 +189,7 @@ class CellRun:
         return None if self.cutoff is None else self.cutoff - time.monotonic()
 
     def tear_down(self, server: ServerProcess, completed: bool) -> None:
-        teardown = server.stop(grace_s=self.spec["server"]["teardown_grace_s"])
+        teardown = server.stop(grace_s=self.server.teardown_grace_s)
         self.record["teardown"] = teardown.as_dict()
         self.log(
             f"teardown: {'clean' if teardown.clean else 'NOT clean'} in {teardown.seconds:.1f} s"
@@ -214,7 +217,7 @@ class CellRun:
                 return
             left = self.left()
             if left is not None and left <= 0:
-                margin = time_limit_margin(self.spec)
+                margin = time_limit_margin(self.server)
                 message = f"the job's time limit is under {margin:.0f} s away before level {level}"
                 self.fail("level", "time_limit", message, level, self.repeat)
                 return

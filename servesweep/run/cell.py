@@ -31,6 +31,7 @@ from servesweep.run.record import new_cell_record
 from servesweep.server.failures import BOOT_RETRY_CAUSES
 from servesweep.server.gpu_slots import SlotsUnavailable, hold
 from servesweep.server.process import free_port
+from servesweep.server.settings import ServerSettings
 from servesweep.sweep.benchmark import BenchmarkSettings
 from servesweep.sweep.schema import section_defaults
 
@@ -98,7 +99,8 @@ def setup_failed(
     """The record of a boot whose stack or model could not be set up: failed at stage
     `stack` or `model` with the setup's cause, message and log tail; nothing launched, every
     level not run."""
-    record = new_cell_record(job, level_plan(BenchmarkSettings.of(job.spec["benchmark"])))
+    plan = level_plan(BenchmarkSettings.of(job.spec["benchmark"]))
+    record = new_cell_record(job, plan, ServerSettings.of(job.spec["server"]))
     record["status"] = "failed"
     record["failure"] = Failure(**failure, level=None, repeat=job.repeat)
     record["gpu_slots"], record["workflow_env"], record["comm_env"] = None, {}, {}
@@ -118,8 +120,7 @@ def default_gpu_slots() -> dict:
 
 def _boots(run: CellRun, server_log: Path, boot_retries: int, log) -> None:
     """Launch and measure, relaunching after a boot failure a relaunch may cure."""
-    server_cfg = run.spec["server"]
-    auto_port = server_cfg["port"] == "auto"
+    auto_port = run.server.auto_port
     for boot_try in range(boot_retries + 1):
         if boot_try:
             with server_log.open("ab") as handle:
@@ -127,7 +128,7 @@ def _boots(run: CellRun, server_log: Path, boot_retries: int, log) -> None:
             log(f"boot failed; relaunching ({boot_try} of {boot_retries})")
         if boot_try == 0 or auto_port:
             # A fresh port for a relaunch: the failed server may have left it in TIME_WAIT.
-            run.prepare(free_port(run.host) if auto_port else int(server_cfg["port"]))
+            run.prepare(free_port(run.host) if auto_port else int(run.server.port))
         try:
             server = run.launch()
         except OSError:

@@ -12,12 +12,15 @@ from servesweep.run.job import CellJob
 from servesweep.run.scheduler import scheduler_info
 from servesweep.server.engines import launch_env
 from servesweep.server.machine import machine_facts
+from servesweep.server.settings import ServerSettings
 from servesweep.sweep.config import spec_hash
 
 
-def new_cell_record(job: CellJob, plan: list[tuple[Level, int]]) -> CellRecord:
+def new_cell_record(
+    job: CellJob, plan: list[tuple[Level, int]], server: ServerSettings
+) -> CellRecord:
     """A boot's record before anything ran: every level of `plan` not run yet; `env` is
-    the spec's (servesweep.server.engines.launch_env)."""
+    the spec's (servesweep.server.engines.launch_env), `server` its `server:`."""
     spec, repeat = job.spec, job.repeat
     # Less gpu_slots, workflow_env and comm_env: the boot sets them (or setup_failed does).
     record = {
@@ -35,7 +38,7 @@ def new_cell_record(job: CellJob, plan: list[tuple[Level, int]]) -> CellRecord:
         "command": [],
         "command_str": "",
         "env": launch_env(spec),
-        "host": spec["server"]["host"],
+        "host": server.host,
         "port": 0,
         "server_pid": None,
         "boot_s": None,

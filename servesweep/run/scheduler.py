@@ -14,15 +14,15 @@ import socket
 import subprocess
 import time
 
-from servesweep.records import CellSpec
+from servesweep.server.settings import ServerSettings
 
 TIME_LIMIT_MARGIN_S = 30.0  # at least this long before the job's limit a cell ends itself
 
 
-def time_limit_margin(spec: CellSpec) -> float:
+def time_limit_margin(server: ServerSettings) -> float:
     """How long before the job's time limit a cell stops: long enough to tear the server
     down (SIGTERM, grace, SIGKILL, checks) and write its records before SLURM's SIGTERM."""
-    return max(TIME_LIMIT_MARGIN_S, spec["server"]["teardown_grace_s"] + 20)
+    return max(TIME_LIMIT_MARGIN_S, server.teardown_grace_s + 20)
 
 
 def scheduler_info() -> dict | None:

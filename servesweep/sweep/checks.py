@@ -1,15 +1,16 @@
-"""Semantic checks a JSON schema cannot express, of the stacks, the variants' GPUs (and
-the rule that gives a variant its GPUs) and the load, SLO and workload keys; one line
+"""Semantic checks a JSON schema cannot express, of the stacks, the variants' GPUs (by the
+rule that gives a variant its GPUs, `ServerSettings.gpus_of`) and the load, SLO and workload
+keys; one line
 naming the key for each. Called by `servesweep.sweep.config.check_semantics`, which holds
 the engine and baseline checks."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 from servesweep.level import Level, levels_of, load_kind, parse_value
 from servesweep.server.gpu_slots import parallel_gpus
+from servesweep.server.settings import ServerSettings
 from servesweep.workloads import workload_problem
 
 
@@ -27,16 +28,11 @@ def check_flags(variant: dict) -> None:
     )
 
 
-def variant_gpus(server: Mapping, variant: Mapping) -> int:
-    """The GPUs a resolved variant's cell holds: its own `gpus`, else `server.gpus`."""
-    return server["gpus"] if variant["gpus"] is None else variant["gpus"]
-
-
-def check_variant_gpus(config: dict, resolved: dict) -> None:
+def check_variant_gpus(server: ServerSettings, resolved: dict) -> None:
     """A variant's GPUs cover what its flags spread the server over (tp × pp)."""
     for name, variant in resolved.items():
         needed, said = parallel_gpus(variant["flags"])
-        gpus = variant_gpus(config["server"], variant)
+        gpus = server.gpus_of(variant)
         if needed > 1 and gpus < needed:
             raise CheckError(
                 f"config: variants.{name}.gpus: the cell holds {gpus} GPU(s) but its flags "

@@ -23,6 +23,7 @@ from servesweep.level import Kind, Level
 from servesweep.level import load_kind as load_kind_of
 from servesweep.records import CellRead, CellSpec
 from servesweep.server.engines import ENGINES, get_engine
+from servesweep.server.settings import ServerSettings
 from servesweep.sizing import measured_requests
 from servesweep.sweep import checks
 from servesweep.sweep.analysis import AnalysisSettings
@@ -34,7 +35,6 @@ from servesweep.sweep.checks import (
     check_precision,
     check_stacks,
     check_variant_gpus,
-    variant_gpus,
 )
 from servesweep.sweep.hunt import SweepHunt, check_hunt, hunt_of
 from servesweep.sweep.schema import schema
@@ -198,7 +198,7 @@ class Sweep:
     stacks: dict
     models: dict
     variants: dict  # resolved
-    server: dict
+    server: ServerSettings  # `server:` typed; raw["server"] the section as the spec holds it
     benchmark: BenchmarkSettings  # `benchmark:` typed; raw["benchmark"] the section as given
     retries: dict
     analysis: AnalysisSettings  # `analysis:` typed; .as_config() the section as configured
@@ -273,7 +273,7 @@ class Sweep:
         return bench
 
     def gpus(self, variant: str) -> int:
-        return variant_gpus(self.server, self.variant(variant))
+        return self.server.gpus_of(self.variant(variant))
 
     def spec(self, stack: str, model: str, variant: str) -> CellSpec:
         """Everything a cell's measurement depends on. Runtime values (interpreter,
@@ -284,7 +284,7 @@ class Sweep:
         command = engine.command(
             python="<stack>/bin/python",
             model_path="<model>",
-            host=self.server["host"],
+            host=self.server.host,
             port="<port>",
             flags=v["flags"],
             gpus=self.gpus(variant),
@@ -302,7 +302,7 @@ class Sweep:
             command=command,
             env=v["env"],
             gpus=self.gpus(variant),
-            server=self.server,
+            server=self.raw["server"],
             correctness=self.correctness,
             # Without `repeats`: how many boots a sweep asks for is not something one boot's
             # measurement depends on, so raising it runs only the new boots.
@@ -352,8 +352,9 @@ def spec_hash(spec: CellSpec | dict) -> str:
     return hashlib.sha256(spec_json(spec).encode()).hexdigest()[:12]
 
 
-def check_semantics(config: dict) -> None:
-    """Checks a JSON schema cannot express; one line naming the key for each."""
+def check_semantics(config: dict, server: ServerSettings) -> None:
+    """Checks a JSON schema cannot express; one line naming the key for each (`server` is
+    the config's `server:`, typed)."""
     variants = config["variants"]
     baseline = config["analysis"]["baseline"]
     if baseline not in variants:
@@ -386,12 +387,12 @@ def check_semantics(config: dict) -> None:
         except ValueError as exc:
             raise ConfigError(f"config: variants.{name}.flags: {exc}") from None
     try:
-        check_variant_gpus(config, resolved)
+        check_variant_gpus(server, resolved)
         check_stacks(config)
         check_loads(config)
         check_precision(config)
         check_analysis(config)
-        check_hunt(config, hunt_of(config, resolved), checks.check_flags)
+        check_hunt(server, hunt_of(config, resolved, server), checks.check_flags)
     except CheckError as exc:
         raise ConfigError(str(exc)) from None
     bench = config["benchmark"]
@@ -435,10 +436,11 @@ def load(config: dict) -> Sweep:
     """Validate (schema, then semantics) and resolve a config dict."""
     validate_schema(config)
     config = with_defaults(config)
-    check_semantics(config)
+    server = ServerSettings.of(config["server"])
+    check_semantics(config, server)
     key_boot_cv_by_level(config["benchmark"])
     variants = resolve_variants(config["variants"], config["engine"])
-    hunt = hunt_of(config, variants)  # check_semantics has checked it
+    hunt = hunt_of(config, variants, server)  # check_semantics has checked it
     return Sweep(
         stacks=copy.deepcopy(config["stacks"]),
         # `synthetic:` with no parameters reads as null; it means "all defaults".
@@ -448,7 +450,7 @@ def load(config: dict) -> Sweep:
             for kind, value in source.items()
         },
         variants=variants,
-        server=config["server"],
+        server=server,
         benchmark=BenchmarkSettings.of(config["benchmark"]),
         retries=config["retries"],
         analysis=AnalysisSettings.of(config["analysis"]),

@@ -1,9 +1,9 @@
 """The sweep file's `hunt:` section mapped onto the hunt's typed spec, in one place; and
 the composed variants a hunt names (`baseline+cgmb128`) resolved like declared variants.
 
-`hunt_of(config, resolved)` checks what the schema cannot (names that must exist, levels
-that must be measured) with one line naming the key, and returns a `SweepHunt`: the typed
-`HuntSpec`, the stack and model it runs on, and the start variant's resolution, from which
+`hunt_of(config, resolved, server)` checks what the schema cannot (names that must exist,
+levels that must be measured) with one line naming the key, and returns a `SweepHunt`: the
+typed `HuntSpec`, the stack and model it runs on, and the start variant's resolution, from which
 `SweepHunt.variant(name)` builds any composed variant exactly as `servesweep.hunt.spec.compose`
 merges it. No I/O; imports nothing of servesweep.sweep.config (which imports this).
 """
@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 from servesweep.hunt import spec as hs
 from servesweep.level import Level, levels_of, parse_value
 from servesweep.server.engines import ENGINES
-from servesweep.sweep.checks import CheckError, variant_gpus
+from servesweep.server.settings import ServerSettings
+from servesweep.sweep.checks import CheckError
 
 # Summary columns an objective can name; latency (…_ms) is lower-better, the rest higher.
 METRICS = (
@@ -101,9 +102,9 @@ def _where(key: str) -> str:
     return f"config: hunt.{key}"
 
 
-def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
+def hunt_of(config: dict, resolved: dict, server: ServerSettings) -> SweepHunt | None:
     """The sweep's hunt (None without `hunt:`); `config` has the schema's defaults filled,
-    `resolved` is every declared variant resolved."""
+    `resolved` is every declared variant resolved, `server` the sweep's `server:`."""
     h = config.get("hunt")
     if h is None:
         return None
@@ -162,7 +163,7 @@ def hunt_of(config: dict, resolved: dict) -> SweepHunt | None:
         raise CheckError(
             f"{_where('correctness_gate')}: needs the correctness pass (correctness is false)"
         )
-    gpus = variant_gpus(config["server"], resolved[start])
+    gpus = server.gpus_of(resolved[start])
     data: dict[str, Any] = {
         "start": {
             "name": start,
@@ -235,7 +236,7 @@ def _check_budget(spec: hs.HuntSpec) -> None:
         )
 
 
-def check_hunt(config: dict, hunt: SweepHunt | None, check_flags) -> None:
+def check_hunt(server: ServerSettings, hunt: SweepHunt | None, check_flags) -> None:
     """Each candidate on the start: flags the engine accepts (`check_flags(variant)` raises
     ValueError), GPUs that cover what its flags spread the server over."""
     from servesweep.server.gpu_slots import parallel_gpus
@@ -249,7 +250,7 @@ def check_hunt(config: dict, hunt: SweepHunt | None, check_flags) -> None:
         except ValueError as exc:
             raise CheckError(f"{_where('candidates')}.{c.name}.flags: {exc}") from None
         needed, said = parallel_gpus(variant["flags"])
-        gpus = variant_gpus(config["server"], variant)
+        gpus = server.gpus_of(variant)
         if needed > 1 and gpus < needed:
             raise CheckError(
                 f"{_where('candidates')}.{c.name}.flags: the start holds {gpus} GPU(s) but "

@@ -296,8 +296,9 @@ def plan_sweep(sweep: Sweep, paths: Paths, jobs: list | None = None) -> list[Pla
         model_dir = ModelRead.of(model_manifest).path or str(
             model_path(model, sweep.models[model], paths.models)
         )
-        port = spec["server"]["port"]
-        command = launch_command(spec, python, model_dir, "<auto>" if port == "auto" else port)
+        server = sweep.server  # the spec's `server:`, as the sweep reads it
+        port = "<auto>" if server.auto_port else server.port
+        command = launch_command(spec, python, model_dir, server.host, port)
         missing = [f"stack {stack}'s manifest"] if stack_manifest is None else []
         missing += [f"model {model}'s manifest"] if model_manifest is None else []
         setups_failed = [

@@ -26,13 +26,14 @@ def get_engine(name: str, options: dict | None = None) -> Engine:
         raise ValueError(f"unknown engine {name!r} (known: {', '.join(ENGINES)})") from None
 
 
-def launch_command(spec: CellSpec, python: str, model_path: str, port) -> list[str]:
-    """The argv that starts a cell's server: what run_cell launches and the plan shows."""
+def launch_command(spec: CellSpec, python: str, model_path: str, host: str, port) -> list[str]:
+    """The argv that starts a cell's server on host:port (the spec's `server.host`, read by
+    the caller's ServerSettings): what run_cell launches and the plan shows."""
     engine = get_engine(spec["engine"], spec["engine_options"])
     return engine.command(
         python=python,
         model_path=model_path,
-        host=spec["server"]["host"],
+        host=host,
         port=port,
         flags=dict(spec["flags"]),  # [name, value] pairs, in the config's order
         gpus=spec["gpus"],

@@ -43,8 +43,8 @@ def test_inheritance_carries_flags_and_env_forward():
 
 def test_defaults_are_filled():
     sweep = load(base_config())
-    assert sweep.server["host"] == "127.0.0.1"
-    assert sweep.server["port"] == "auto"
+    assert sweep.server.host == "127.0.0.1"
+    assert sweep.server.port == "auto" and sweep.server.auto_port
     assert sweep.raw["benchmark"]["workload"]["output_tokens"] == 16
     assert sweep.num_prompts(Level.parse(1)) == 20  # min
     assert sweep.num_prompts(Level.parse(256)) == 256
@@ -210,7 +210,7 @@ def test_spec_keeps_the_flag_order_of_the_config():
     from servesweep.server.engines import launch_command
 
     again = json.loads(spec_json(spec))
-    argv = launch_command(again, "/py", "/m", 1)
+    argv = launch_command(again, "/py", "/m", "127.0.0.1", 1)
     assert argv[argv.index("--port") + 2 :] == ["--zeta", "1", "--alpha", "--mid", "x"]
 
 
