@@ -10,7 +10,7 @@ from servesweep.bench.arrivals import schedule
 from servesweep.level import Level
 from servesweep.sizing import level_requests
 from servesweep.sweep.benchmark import BenchmarkSettings
-from servesweep.workloads import Prompt, make_prompts
+from servesweep.workloads import Prompt
 
 WARMUP_SALT = 1_000_000_007  # a rate level's warm-up schedule: its own seed
 
@@ -34,8 +34,8 @@ def level_prompts(bench: BenchmarkSettings, tokenizer, level: Level, in_boot: in
     variant, and every boot, sees exactly the same requests."""
     workload = bench.workload
     n = level_requests(bench, level).requests
-    seed = workload["seed"] * 1_000_003 + _salt(level) + in_boot
-    return make_prompts(tokenizer, n, workload, seed)
+    seed = workload.seed * 1_000_003 + _salt(level) + in_boot
+    return workload.prompts(tokenizer, n, seed)
 
 
 def rate_schedule(

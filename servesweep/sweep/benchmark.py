@@ -16,9 +16,11 @@ from typing import Any, Literal, NamedTuple
 from servesweep.level import Kind, Level, levels_of, load_kind
 from servesweep.sizing import Precision, PromptCount
 from servesweep.sweep.schema import section_defaults
+from servesweep.workloads import Workload, workload_of
 
 DEFAULTS = section_defaults("benchmark")
 SEARCH_DEFAULTS = section_defaults("benchmark", "search")
+WORKLOAD_DEFAULTS = section_defaults("benchmark", "workload")
 
 
 class Arrival(NamedTuple):
@@ -69,7 +71,7 @@ class BenchmarkSettings:
     # A spec's measured requests by level key (the sweep's own: none, they are computed).
     num_prompts_per_level: Mapping[str, int] = field(default_factory=dict)
     precision: Precision = Precision()
-    workload: Mapping[str, Any] = field(default_factory=dict)  # servesweep.workloads reads it
+    workload: Workload = workload_of(WORKLOAD_DEFAULTS)  # its kind's type (servesweep.workloads)
     request_timeout_s: float = DEFAULTS["request_timeout_s"]
     stall_timeout_s: float = DEFAULTS["stall_timeout_s"]
     error_rate_threshold: float = DEFAULTS["error_rate_threshold"]
@@ -81,7 +83,7 @@ class BenchmarkSettings:
     def of(cls, section: Mapping) -> BenchmarkSettings:
         """From a sweep's `benchmark` mapping (defaults filled) or a spec's; a key it does
         not give keeps the schema's default."""
-        plain = DEFAULTS.keys() - {"num_prompts"}
+        plain = DEFAULTS.keys() - {"num_prompts", "workload"}
         given = {k: section[k] for k in plain if k in section}
         per_level = section.get("num_prompts_per_level") or {}
         has_levels = "levels" in section or "rate" in section
@@ -92,6 +94,8 @@ class BenchmarkSettings:
             num_prompts=PromptCount.of(section.get("num_prompts", {})),
             num_prompts_per_level=dict(per_level),
             precision=Precision.of(section),
+            # A key it does not give keeps the schema's default (a spec's has them all).
+            workload=workload_of({**WORKLOAD_DEFAULTS, **section.get("workload", {})}),
             max_concurrency=section.get("max_concurrency"),
             arrival=Arrival.of(section.get("arrival")),
             search=Search.of(section.get("search")),

@@ -231,7 +231,7 @@ class Rates:
             return default
 
         bench = BenchmarkSettings.of(spec["benchmark"])
-        out_tokens = bench.workload.get("output_tokens") or DEFAULT_OUTPUT_TOKENS
+        out_tokens = bench.workload.output_tokens or DEFAULT_OUTPUT_TOKENS
         assumed = self.assumed
         total = pick(own["boot"], self.boot.get(engine), assumed.boot_s)
         total += pick(own["teardown"], self.teardown.get(engine), assumed.teardown_s)

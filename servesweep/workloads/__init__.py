@@ -1,38 +1,49 @@
-"""The prompts a level sends, by workload kind: one module per kind, each with
-`prompts(tokenizer, n, workload, seed)` and its KindKeys; `make_prompts` picks it by
-`benchmark.workload.kind`. A new kind is one module here, its entry in _MODULES, and its
-keys in the schema."""
+"""The prompts a level sends, by workload kind: one module per kind, each with its typed
+settings (a `Workload` subclass: its keys, those it needs and refuses, and its `prompts`);
+`workload_of` builds the one `benchmark.workload.kind` names. A new kind is one module here,
+its type in KINDS, and its keys in the schema."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import fields
 
-from servesweep.workloads import random_tokens, shared_prefix, sharegpt
-from servesweep.workloads.base import KindKeys, Prompt
+from servesweep.workloads.base import Prompt, Workload
+from servesweep.workloads.random_tokens import RandomWorkload
+from servesweep.workloads.shared_prefix import SharedPrefixWorkload
+from servesweep.workloads.sharegpt import ShareGPTWorkload
 
-_MODULES = {"random": random_tokens, "sharegpt": sharegpt, "shared_prefix": shared_prefix}
-KINDS: dict[str, Callable[..., list[Prompt]]] = {k: m.prompts for k, m in _MODULES.items()}
-KIND_KEYS: dict[str, KindKeys] = {k: m.KEYS for k, m in _MODULES.items()}
+KINDS: dict[str, type[Workload]] = {
+    k.KIND: k for k in (RandomWorkload, ShareGPTWorkload, SharedPrefixWorkload)
+}
 
 
-def workload_problem(workload: dict) -> str | None:
+def workload_problem(workload: Mapping) -> str | None:
     """What is wrong with a `benchmark.workload` for its kind, as `key: what`, by the kinds'
-    own KindKeys (None: nothing)."""
-    kind = workload.get("kind", "random")
-    mine = KIND_KEYS[kind]
-    for other, keys in KIND_KEYS.items():
-        for key in keys.own:
-            if key in workload and key not in mine.own:
+    own types (None: nothing)."""
+    kind = workload["kind"]
+    mine = KINDS[kind]
+    for other, cls in KINDS.items():
+        for key in cls.own():
+            if key in workload and key not in mine.own():
                 return f"{key}: only for kind {other}"
-    for key in mine.required:
+    for key in mine.required():
         if key not in workload:
             return f"{key}: required for kind {kind}"
-    for key, why in mine.refused.items():
+    for key, why in mine.REFUSED.items():
         if key in workload:
             return f"{key}: not for kind {kind} ({why})"
     return None
 
 
-def make_prompts(tokenizer, n: int, workload: Mapping, seed: int) -> list[Prompt]:
-    """n prompts of the workload's kind, seeded by `seed`."""
-    return KINDS[workload["kind"]](tokenizer, n, workload, seed)
+def workload_of(workload: Mapping) -> Workload:
+    """A `benchmark.workload` (the schema's defaults filled) as its kind's type; ValueError
+    `key: what` (workload_problem) when it does not fit the kind."""
+    problem = workload_problem(workload)
+    if problem:
+        raise ValueError(problem)
+    cls = KINDS[workload["kind"]]
+    return cls(**{f.name: workload[f.name] for f in fields(cls) if f.name in workload})
+
+
+__all__ = ["KINDS", "Prompt", "Workload", "workload_of", "workload_problem"]

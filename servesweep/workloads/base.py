@@ -1,23 +1,52 @@
-"""What every workload kind shares: the `Prompt`, the model's tokenizer, and texts cut or
-extended to an exact token count under it."""
+"""What every workload kind shares: the typed `Workload` each kind extends, the `Prompt`, the
+model's tokenizer, and texts cut or extended to an exact token count under it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 
-@dataclass(frozen=True)
-class KindKeys:
-    """The `benchmark.workload` keys a kind owns (no other kind takes them), those it needs,
-    and the shared keys it refuses, each with why: the sweep's checks read them
-    (servesweep.workloads.workload_problem), the schema lists every key."""
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """`benchmark.workload`, read by attribute: the keys every kind reads. A kind is a
+    subclass in its own module, and its keys are its fields: those it adds are its own (no
+    other kind takes them), one without a default is a key it needs, and `REFUSED` names the
+    shared keys it refuses, each with why. The sweep's checks read them
+    (servesweep.workloads.workload_problem); the schema lists every key and fills the
+    defaults (servesweep/sweep/schemas/config.schema.yaml), before `workload_of` builds one."""
 
-    own: tuple[str, ...] = ()
-    required: tuple[str, ...] = ()
-    refused: dict[str, str] = field(default_factory=dict)
+    KIND: ClassVar[str]
+    REFUSED: ClassVar[Mapping[str, str]] = {}
+
+    input_tokens: int
+    output_tokens: int
+    seed: int
+    range_ratio: float | None = None  # lengths drawn from [ratio × length, length]; None: exact
+    path: str | None = None  # the sharegpt kind's file (the schema takes it for any kind)
+
+    @property
+    def kind(self) -> str:
+        return self.KIND
+
+    @classmethod
+    def own(cls) -> tuple[str, ...]:
+        """The keys only this kind takes."""
+        shared = {f.name for f in fields(Workload)}
+        return tuple(f.name for f in fields(cls) if f.name not in shared)
+
+    @classmethod
+    def required(cls) -> tuple[str, ...]:
+        """The keys this kind needs (the shared ones the schema fills among them)."""
+        return tuple(f.name for f in fields(cls) if f.default is MISSING)
+
+    def prompts(self, tokenizer, n: int, seed: int) -> list[Prompt]:
+        """n prompts of this kind, seeded by `seed`."""
+        raise NotImplementedError(f"workload kind {self.KIND}")
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,24 @@
 from __future__ import annotations
 
 import math
-from typing import cast
+from dataclasses import dataclass
+from typing import ClassVar, cast
 
 import numpy as np
 
-from servesweep.workloads.base import KindKeys, Prompt, clean_ids, fit_text
-
-KEYS = KindKeys()
+from servesweep.workloads.base import Prompt, Workload, clean_ids, fit_text
 
 
-def prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:
-    if workload.get("range_ratio") is not None:
-        return ranged_prompts(tokenizer, n, workload, seed)
-    return random_prompts(tokenizer, n, workload["input_tokens"], workload["output_tokens"], seed)
+@dataclass(frozen=True, kw_only=True)
+class RandomWorkload(Workload):
+    """Kind `random`: the shared keys only."""
+
+    KIND: ClassVar[str] = "random"
+
+    def prompts(self, tokenizer, n: int, seed: int) -> list[Prompt]:
+        if self.range_ratio is not None:
+            return ranged_prompts(tokenizer, n, self, seed)
+        return random_prompts(tokenizer, n, self.input_tokens, self.output_tokens, seed)
 
 
 def random_prompts(tokenizer, n: int, input_tokens: int, output_tokens: int, seed: int) -> list:
@@ -63,13 +68,13 @@ def lengths(rng: np.random.Generator, n: int, length: int, ratio: float | None) 
     return rng.integers(low, length + 1, size=n).tolist()
 
 
-def ranged_prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:
+def ranged_prompts(tokenizer, n: int, workload: Workload, seed: int) -> list[Prompt]:
     """Random prompts whose input and output lengths are each drawn from
     [range_ratio × length, length] (InferenceX's random workload uses 0.8)."""
     rng = np.random.default_rng([seed, 1])
-    ratio = workload.get("range_ratio")
-    ins = lengths(rng, n, workload["input_tokens"], ratio)
-    outs = lengths(rng, n, workload["output_tokens"], ratio)
+    ratio = workload.range_ratio
+    ins = lengths(rng, n, workload.input_tokens, ratio)
+    outs = lengths(rng, n, workload.output_tokens, ratio)
     prompts: list[Prompt | None] = [None] * n
     for length in sorted(set(ins)):
         where = [i for i, v in enumerate(ins) if v == length]

@@ -4,35 +4,44 @@ counts."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
 import numpy as np
 
-from servesweep.workloads.base import KindKeys, Prompt, count_tokens
+from servesweep.workloads.base import Prompt, Workload, count_tokens
 from servesweep.workloads.random_tokens import lengths, random_prompts, ranged_prompts
 
-KEYS = KindKeys(own=("groups", "prefix_tokens"), required=("groups", "prefix_tokens"))
 
+@dataclass(frozen=True, kw_only=True)
+class SharedPrefixWorkload(Workload):
+    """Kind `shared_prefix`: its own keys, both needed."""
 
-def prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:
-    """n prompts in `groups` groups: request i belongs to group i mod groups and starts
-    with that group's `prefix_tokens`-token prefix, followed by its own `input_tokens`
-    random tokens (as SGLang's generated-shared-prefix dataset: a system prompt, then a
-    question). A newline separates them, so their tokens do not merge; `input_tokens` of
-    each prompt is its whole length, counted."""
-    groups, prefix = workload["groups"], workload["prefix_tokens"]
-    heads = random_prompts(tokenizer, groups, prefix, 1, seed * 31 + 1)
-    rng = np.random.default_rng([seed, 2])
-    ratio = workload.get("range_ratio")
-    ins = lengths(rng, n, workload["input_tokens"], ratio)
-    outs = lengths(rng, n, workload["output_tokens"], ratio)
-    tails = ranged_prompts(
-        tokenizer, n, {**workload, "range_ratio": None, "input_tokens": max(ins)}, seed
-    )
-    out = []
-    for i in range(n):
-        tail_text = tails[i].text
-        if ins[i] < max(ins):
-            ids = tokenizer.encode(tail_text, add_special_tokens=False).ids[: ins[i]]
-            tail_text = tokenizer.decode(ids)
-        text = heads[i % groups].text + "\n" + tail_text
-        out.append(Prompt(text, count_tokens(tokenizer, text), outs[i]))
-    return out
+    KIND: ClassVar[str] = "shared_prefix"
+
+    groups: int  # groups of requests that share a prefix
+    prefix_tokens: int  # tokens of each group's shared prefix
+
+    def prompts(self, tokenizer, n: int, seed: int) -> list[Prompt]:
+        """n prompts in `groups` groups: request i belongs to group i mod groups and starts
+        with that group's `prefix_tokens`-token prefix, followed by its own `input_tokens`
+        random tokens (as SGLang's generated-shared-prefix dataset: a system prompt, then a
+        question). A newline separates them, so their tokens do not merge; `input_tokens`
+        of each prompt is its whole length, counted."""
+        groups, prefix = self.groups, self.prefix_tokens
+        heads = random_prompts(tokenizer, groups, prefix, 1, seed * 31 + 1)
+        rng = np.random.default_rng([seed, 2])
+        ins = lengths(rng, n, self.input_tokens, self.range_ratio)
+        outs = lengths(rng, n, self.output_tokens, self.range_ratio)
+        tails = ranged_prompts(
+            tokenizer, n, replace(self, range_ratio=None, input_tokens=max(ins)), seed
+        )
+        out = []
+        for i in range(n):
+            tail_text = tails[i].text
+            if ins[i] < max(ins):
+                ids = tokenizer.encode(tail_text, add_special_tokens=False).ids[: ins[i]]
+                tail_text = tokenizer.decode(ids)
+            text = heads[i % groups].text + "\n" + tail_text
+            out.append(Prompt(text, count_tokens(tokenizer, text), outs[i]))
+        return out

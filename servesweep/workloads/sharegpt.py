@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from servesweep.workloads.base import KindKeys, Prompt, count_tokens
-
-KEYS = KindKeys(refused={"range_ratio": "its lengths come from the file"})
+from servesweep.workloads.base import Prompt, Workload, count_tokens
 
 
-def prompts(tokenizer, n: int, workload: dict, seed: int) -> list[Prompt]:
-    return sharegpt_prompts(
-        Path(workload["path"]), tokenizer, n, workload.get("output_tokens"), seed
-    )
+@dataclass(frozen=True, kw_only=True)
+class ShareGPTWorkload(Workload):
+    """Kind `sharegpt`: needs `path`, refuses `range_ratio`."""
+
+    KIND: ClassVar[str] = "sharegpt"
+    REFUSED: ClassVar[Mapping[str, str]] = {"range_ratio": "its lengths come from the file"}
+
+    # The ShareGPT JSON file, needed: field() without a default, else the shared field's
+    # class attribute (None) would be taken for one.
+    path: str = field()
+
+    def prompts(self, tokenizer, n: int, seed: int) -> list[Prompt]:
+        return sharegpt_prompts(Path(self.path), tokenizer, n, self.output_tokens, seed)
 
 
 def sharegpt_prompts(path: Path, tokenizer, n: int, output_tokens: int | None, seed: int) -> list:

@@ -9,6 +9,7 @@ from servesweep.sizing import PromptCount, level_requests
 from servesweep.sweep.benchmark import Arrival, BenchmarkSettings, Search
 from servesweep.sweep.config import load_file
 from servesweep.sweep.schema import schema, section_defaults
+from servesweep.workloads.random_tokens import RandomWorkload
 
 
 def test_the_settings_are_the_schemas_section():
@@ -20,6 +21,11 @@ def test_the_settings_are_the_schemas_section():
     # num_prompts' default, {}, is its own keys' defaults: PromptCount() (tests/unit/test_sizing.py)
     defaults = section_defaults("benchmark")
     assert defaults.pop("num_prompts") == {} and typed.num_prompts == PromptCount()
+    # workload's, {}, is its own keys' defaults too: the default kind's, typed.
+    assert defaults.pop("workload") == {}
+    workload = section_defaults("benchmark", "workload")
+    assert workload.pop("kind") == "random"
+    assert typed.workload == RandomWorkload(**workload)
     assert {k: getattr(typed, k) for k in defaults} == defaults
     assert typed.arrival == Arrival("poisson", 1.0, 0) and typed.search is None
     assert Search.of({}) is None and Search.of({"probes": 2}) == Search(2, 0.9)
