@@ -11,7 +11,7 @@ import os
 from servesweep.level import Level, levels_of, load_kind, parse_value
 from servesweep.server.gpu_slots import parallel_gpus
 from servesweep.server.settings import ServerSettings
-from servesweep.workloads import workload_problem
+from servesweep.workloads import workload_of
 
 
 class CheckError(ValueError):
@@ -74,9 +74,10 @@ def check_loads(config: dict) -> None:
         raise CheckError(
             "config: benchmark.arrival.burstiness: needs distribution: gamma (Poisson is 1)"
         )
-    problem = workload_problem(bench.get("workload", {}))
-    if problem:
-        raise CheckError(f"config: benchmark.workload.{problem}")
+    try:
+        workload_of(bench["workload"])  # its kind's keys (servesweep.workloads)
+    except ValueError as exc:
+        raise CheckError(f"config: benchmark.workload.{exc}") from None
 
 
 def check_precision(config: dict) -> None:

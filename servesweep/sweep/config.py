@@ -396,9 +396,6 @@ def check_semantics(config: dict, server: ServerSettings) -> None:
     except CheckError as exc:
         raise ConfigError(str(exc)) from None
     bench = config["benchmark"]
-    workload = bench.get("workload", {})
-    if workload.get("kind") == "sharegpt" and "path" not in workload:
-        raise ConfigError("config: benchmark.workload.path: required for kind sharegpt")
     rule = bench["num_prompts"]
     if rule == "auto" and "rate" in bench:
         raise ConfigError(

@@ -250,6 +250,10 @@ def test_rate_sweep_spec_names_rates_and_arrival():
             ),
             "config: benchmark.workload.range_ratio: not for kind sharegpt (its lengths come",
         ),
+        (
+            lambda c: c["benchmark"].update(workload={"kind": "sharegpt"}),
+            "config: benchmark.workload.path: required for kind sharegpt",
+        ),
     ],
 )
 def test_bad_load_keys_get_one_line(change, key):
