@@ -36,8 +36,10 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
         },
     }
     cfg = config(variants)
+    # Two jobs at a time: nothing here depends on the order cells run in (the boots that
+    # must run in order are test_boots_interleave's, below), and three boots run in two turns.
     run = run_snakemake(
-        tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
+        tmp_path, "results/report.html", "--cores", "2", "--configfile", write(tmp_path, cfg)
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert not fault_servers_running(tmp_path)
@@ -67,7 +69,7 @@ def test_failing_variants_are_results_and_the_sweep_goes_on(tmp_path):
     dry = run_snakemake(tmp_path, "-n", "--cores", "1", "--configfile", write(tmp_path, cfg))
     assert planned_cells(dry) == ["crashes", "dies-at-16"], dry.stdout
     rerun = run_snakemake(
-        tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
+        tmp_path, "results/report.html", "--cores", "2", "--configfile", write(tmp_path, cfg)
     )
     assert rerun.returncode == 0
     cell = json.loads((tmp_path / "results/cells/test/tiny/crashes/r0/cell.json").read_text())
@@ -205,8 +207,9 @@ def test_a_variant_that_changes_the_answers_is_flagged_next_to_its_speed(tmp_pat
     }
     cfg = config(variants, levels=(1,))
     cfg["correctness"] = {"prompts": 16, "max_tokens": 8}
+    # Two jobs at a time: the flips are fixed by (seed, prompt), not by timing or order.
     run = run_snakemake(
-        tmp_path, "results/report.html", "--cores", "1", "--configfile", write(tmp_path, cfg)
+        tmp_path, "results/report.html", "--cores", "2", "--configfile", write(tmp_path, cfg)
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = list(csv.DictReader(open(tmp_path / "results" / "correctness.csv")))
