@@ -7,6 +7,7 @@ for each boot once and exactly what is missing, and the budget holds."""
 import math
 
 import numpy as np
+import pytest
 from fixtures.hunt_world import BASE, PLANTED, TRUTH
 
 from servesweep.hunt import spec as hs
@@ -39,6 +40,7 @@ def test_the_screen_finds_the_planted_right_end_and_keeps_junk_out():
     assert np.mean(boots) < worst_case(spec).boots / 4
 
 
+@pytest.mark.slow
 def test_a_null_reaches_the_final_at_most_alpha_of_the_time():
     spec = make_spec(["n1", "n2", "n3", "n4", "n5"])
     seeds = 150
@@ -47,6 +49,7 @@ def test_a_null_reaches_the_final_at_most_alpha_of_the_time():
     assert rate <= spec.alpha + 3 * se
 
 
+@pytest.mark.slow
 def test_a_trade_off_past_the_margin_never_stays():
     # +8 % at one level, -5 % at the other (the margin is 3 %): the screen's point
     # estimate or the ablation's non-inferiority at every level keeps it out
