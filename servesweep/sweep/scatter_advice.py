@@ -72,27 +72,36 @@ def scatter_advice(rows: Iterable[dict], records: Iterable[dict] = ()) -> list[s
     # What num_prompts: auto's cost-optimal stop takes (sizing.target_rse): σ_B where the
     # components are split, else the boots' total scatter, which also holds the requests'
     # sampling (so it overstates σ_B: shorter levels than the optimum).
-    sigmas = {
-        level: _num(r.get("sigma_boot_pct"))
-        for level, r in sorted(by_level.items(), key=lambda kv: float(kv[0]))
-        if _num(r.get("sigma_boot_pct")) > 0
-    }
+    ordered = sorted(by_level.items(), key=lambda kv: float(kv[0]))
+    sigmas = {lv: _num(r.get("sigma_boot_pct")) for lv, r in ordered}
+    positive = {lv: b for lv, b in sigmas.items() if b > 0}
     is_split = all(r["components_from"] != "total" for r in by_level.values())
-    if sigmas:
+    if positive:
         what = "σ_B" if is_split else "boot scatter, requests' sampling included: above σ_B"
         key = "num_prompts: auto can size each level from it: benchmark.precision.boot_cv_pct:"
-        if max(sigmas.values()) > SPREAD_FOR_A_MAP * min(sigmas.values()):
+        if max(positive.values()) > SPREAD_FOR_A_MAP * min(positive.values()):
             # One number would stop the quiet levels early or run the scattered ones to the cap
-            # (docs/sglang-h200.md: σ_B 1 % at levels 1 and 10, 6-9 % at 256).
-            each = ", ".join(f"{level}: {b:.1f}" for level, b in sigmas.items())
+            # (docs/sglang-h200.md: σ_B 1 % at levels 1 and 10, 6-9 % at 256). A level whose
+            # σ_B came out 0 (its boots scatter no more than their own requests explain) gets
+            # the smallest of the others: the map needs every level (check_precision), and
+            # a smaller σ_B errs long (a longer level), never short.
+            floor = min(positive.values())
+            each = ", ".join(f"{lv}: {positive.get(lv, floor):.1f}" for lv in sigmas)
+            unseen = [str(lv) for lv in sigmas if lv not in positive]
+            filled = (
+                f"; level {', '.join(unseen)}: σ_B 0 here (no scatter beyond its requests'), "
+                f"given the smallest other level's {floor:.1f}"
+                if unseen
+                else ""
+            )
             lines.append(
                 f"  {key} {{{each}}} (each level's {what}: they differ more than "
-                f"{SPREAD_FOR_A_MAP:g}x, so one each; every level of benchmark.levels needs "
-                "one; servesweep/sizing.py)"
+                f"{SPREAD_FOR_A_MAP:g}x, so one each{filled}; every level of benchmark.levels "
+                "needs one; servesweep/sizing.py)"
             )
         else:
             lines.append(
-                f"  {key} {statistics.median(sigmas.values()):.1f} (the levels' median {what}; "
+                f"  {key} {statistics.median(positive.values()):.1f} (the levels' median {what}; "
                 "servesweep/sizing.py)"
             )
     for level in sorted(by_level, key=float):

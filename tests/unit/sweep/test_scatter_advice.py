@@ -5,6 +5,7 @@ import math
 import yaml
 
 from servesweep import sizing
+from servesweep.sweep.checks import check_precision
 from servesweep.sweep.scatter_advice import level_costs, scatter_advice
 
 
@@ -67,3 +68,17 @@ def test_levels_whose_boots_scatter_differently_get_a_sigma_each():
     # Within 2x of each other: their median, one number.
     close = scatter_advice([row(1, "batches", 1.0, 20.0, 20, 0.9), rows[1]], RECORDS)
     assert "benchmark.precision.boot_cv_pct: 1.1 (the levels' median σ_B" in close[2]
+
+
+def test_a_level_whose_sigma_came_out_zero_is_in_the_map_the_sweep_file_takes():
+    # Level 10's boots scatter no more than their requests explain (σ_B estimated 0): the
+    # map still names it (check_precision refuses a map that leaves a measured level out),
+    # with the smallest σ_B of the others (a smaller σ_B errs long, never short), and says so.
+    rows = [row(1, "batches", 1.5, 20.0, 20, 0.9), row(10, "batches", 0.0, 10.0, 20, 1.0)]
+    rows.append(row(256, "batches", 8.0, 10.0, 256, 0.1))
+    line = scatter_advice(rows, RECORDS)[2]
+    given = yaml.safe_load(line.split("boot_cv_pct:")[1].split(" (")[0])
+    assert given == {1: 1.5, 10: 1.5, 256: 8.0}
+    assert "level 10: σ_B 0 here (no scatter beyond its requests'), given" in line
+    config = {"benchmark": {"levels": [1, 10, 256], "precision": {"boot_cv_pct": given}}}
+    check_precision(config)  # raises CheckError naming the key if a level were missing
