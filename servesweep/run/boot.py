@@ -27,7 +27,7 @@ from servesweep.server.env import comm_env, server_env, workflow_env
 from servesweep.server.failures import log_tail, read_log
 from servesweep.server.gpu_slots import GpuLease
 from servesweep.server.process import ServerProcess, port_is_free
-from servesweep.server.readiness import BootFailure, check_alive, diagnose, wait_ready
+from servesweep.server.readiness import BootFailure, check_alive, diagnose, exited, wait_ready
 from servesweep.server.settings import ServerSettings
 from servesweep.server.telemetry import GpuSampler, joules_per_token, visible_indices
 from servesweep.sizing import level_requests
@@ -357,7 +357,7 @@ class CellRun:
             summary["cause"] = cause
         summary["status"] = "failed"
         if died:
-            return f"server exited with code {server.returncode} during level {level}"
+            return exited(server, f"during level {level}")
         read = LevelRead.of(summary, failed=0)
         if read.cause == "time_limit":
             return (

@@ -121,6 +121,30 @@ def classify_exit(returncode: int | None, log_text: str, default: str = "died") 
     return default
 
 
+# A Python exception's last line ("ValueError: SBO ... is not supported on SM90 ..."), what a
+# reader of a failure wants first: SGLang logs a whole traceback and then a SIGKILL of its
+# own tree, so the exit status alone says only "-9".
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit)\b(?::\s*\S.*)?$")
+LAST_ERROR_CHARS = 300
+
+
+def last_error(log_text: str, lines: int = 200) -> str | None:
+    """The last exception line among the log's last `lines` lines (clipped to
+    LAST_ERROR_CHARS), or None when the log ends without one."""
+    for line in reversed(log_text.splitlines()[-lines:]):
+        line = line.strip()
+        if _EXCEPTION_LINE.match(line):
+            return line if len(line) <= LAST_ERROR_CHARS else line[: LAST_ERROR_CHARS - 3] + "..."
+    return None
+
+
+def exit_message(returncode: int | None, log_text: str, when: str) -> str:
+    """ "server exited with code C WHEN", and the log's last exception line when it has one."""
+    message = f"server exited with code {returncode} {when}".rstrip()
+    error = last_error(log_text)
+    return f"{message}: {error}" if error else message
+
+
 def log_tail(path: Path, lines: int = 50) -> list[str]:
     """The last `lines` lines of a log (decoded leniently; logs can hold anything)."""
     try:

@@ -12,7 +12,13 @@ import json
 import subprocess
 import time
 
-from servesweep.server.failures import classify_exit, classify_log, read_log, rejected_args
+from servesweep.server.failures import (
+    classify_exit,
+    classify_log,
+    exit_message,
+    read_log,
+    rejected_args,
+)
 from servesweep.server.http import http_get
 from servesweep.server.process import ServerProcess
 
@@ -121,7 +127,7 @@ def wait_ready(
                     "rejected_args", f"server refused its command line (exit {code}): {refused}"
                 )
             cause = classify_exit(code, log_text, default="died")
-            raise BootFailure(cause, f"server exited with code {code} during boot ({last})")
+            raise BootFailure(cause, exit_message(code, log_text, f"during boot ({last})"))
         if time.monotonic() >= deadline:
             raise BootFailure(
                 "boot_timeout", f"not ready after {timeout_s:g} s (last check: {last})"
@@ -167,6 +173,11 @@ def diagnose(server: ServerProcess, observed: str, exit_wait_s: float = 2.0) -> 
     return classify_exit(server.returncode, read_log(server.log_path)), True
 
 
+def exited(server: ServerProcess, when: str = "") -> str:
+    """What a dead server's record says: its exit status and its log's last exception."""
+    return exit_message(server.returncode, read_log(server.log_path), when)
+
+
 def check_alive(
     server: ServerProcess, health_path: str, generate, probe_s: float
 ) -> tuple[str, str] | None:
@@ -175,12 +186,12 @@ def check_alive(
     returns (error, detail, tokens). Returns (cause, message) when the server is not fit to
     measure, else None."""
     if not server.alive():
-        return diagnose(server, "died")[0], f"server exited with code {server.returncode}"
+        return diagnose(server, "died")[0], exited(server)
     status, _ = http_get(server.base_url + health_path, timeout_s=10)
     if status != 200:
         cause, died = diagnose(server, "hung")
         if died:
-            return cause, f"server exited with code {server.returncode}"
+            return cause, exited(server)
         return cause, f"health check answered {status or 'nothing'}"
     error, detail, tokens = generate(probe_s)
     if error is None and tokens > 0:
@@ -188,6 +199,6 @@ def check_alive(
     timed_out = error == "timeout"
     cause, died = diagnose(server, "hung" if timed_out else "http_errors")
     if died:
-        return cause, f"server exited with code {server.returncode}"
+        return cause, exited(server)
     seen = "timed out" if timed_out else f"{error}{f': {detail[:200]}' if detail else ''}"
     return cause, f"liveness probe: {seen}"

@@ -180,6 +180,12 @@ def test_death_at_high_concurrency_keeps_earlier_levels(tmp_path, tiny_model):
     assert cell["status"] == "failed"
     assert (cell["failure"]["stage"], cell["failure"]["cause"]) == ("level", "nccl")
     assert cell["failure"]["level"] == 16
+    # The record names the exception, not only the exit status.
+    assert cell["failure"]["message"] == (
+        "server exited with code 1 during level 16: torch.distributed.DistBackendError: NCCL "
+        "error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, unhandled "
+        "cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3"
+    )
     assert statuses(cell) == [(1, "ok"), (4, "ok"), (16, "failed")]
     levels = tmp_path / "cell" / "levels"
     for kept in ("L1_i0", "L4_i0"):

@@ -9,7 +9,15 @@ import time
 
 import pytest
 
-from servesweep.server.failures import BOOT_RETRY_CAUSES, classify_exit, classify_log, log_tail
+from servesweep.server.failures import (
+    BOOT_RETRY_CAUSES,
+    LAST_ERROR_CHARS,
+    classify_exit,
+    classify_log,
+    exit_message,
+    last_error,
+    log_tail,
+)
 from servesweep.server.process import ServerProcess, free_port, port_is_free
 from servesweep.server.procs import group_members
 from servesweep.server.readiness import BootFailure, wait_ready
@@ -38,6 +46,9 @@ SERVER = textwrap.dedent(
                     os.setsid()
                 while True:
                     time.sleep(1)
+    if "selfkill" in mode:  # SGLang's end on SM90: a traceback, then SIGKILL of its tree
+        print(os.environ["SELF_KILL_LOG"], flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
     if "crash" in mode:
         print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
         sys.exit(1)
@@ -57,13 +68,13 @@ SERVER = textwrap.dedent(
 )
 
 
-def launch(tmp_path, mode, *flags):
+def launch(tmp_path, mode, *flags, env=None):
     port = free_port()
     script = tmp_path / "server.py"
     script.write_text(SERVER)
     server = ServerProcess(
         [sys.executable, str(script), str(port), mode, *flags],
-        {},
+        env or {},
         tmp_path / "server.log",
         "127.0.0.1",
         port,
@@ -128,7 +139,10 @@ def test_crash_during_boot_is_classified(tmp_path):
     finally:
         server.stop(grace_s=1)
     assert err.value.cause == "oom"
-    assert "exited with code 1" in err.value.message
+    assert err.value.message.startswith("server exited with code 1 during boot (")
+    assert err.value.message.endswith(
+        "): torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
     assert any("CUDA out of memory" in line for line in log_tail(server.log_path))
 
 
@@ -187,6 +201,39 @@ SGLANG_SELF_KILL = (
 def test_a_server_that_killed_itself_is_not_the_oom_killer():
     assert classify_exit(-9, SGLANG_SELF_KILL) == "died"
     assert classify_exit(-9, "INFO serving\n") == "oom"  # a bare SIGKILL still is
+
+
+SBO_ERROR = (
+    "ValueError: SBO (single batch overlap) is not supported on SM90 GPUs with latest "
+    "sgl-deep-gemm wheel. Please try removing --enable-single-batch-overlap argument."
+)
+
+
+def test_a_boot_that_killed_itself_names_its_exception(tmp_path):
+    # The H100 on 2026-12-07: the record said only "exited with code -9 during boot"; the
+    # ValueError sat at the end of a 50-line tail whose first line is 9 kB of server_args.
+    log = "[21:28:16] server_args=ServerArgs(" + "x=1, " * 2000 + ")\n" + SGLANG_SELF_KILL
+    server = launch(tmp_path, "selfkill", env={"SELF_KILL_LOG": log})
+    try:
+        with pytest.raises(BootFailure) as err:
+            wait_ready(server, "/health", "/v1/models", "m", 20, generate=GOOD)
+    finally:
+        server.stop(grace_s=1)
+    assert (server.returncode, err.value.cause) == (-9, "died")
+    assert err.value.message.startswith("server exited with code -9 during boot (")
+    assert err.value.message.endswith("): " + SBO_ERROR)
+
+
+def test_last_error_is_the_last_exception_line_only():
+    assert last_error(SGLANG_SELF_KILL) == SBO_ERROR
+    assert last_error("INFO ready\nWARNING: slow\nError rate 0\n") is None
+    assert last_error("RuntimeError: first\nINFO\nKeyError: 'late'\n") == "KeyError: 'late'"
+    assert last_error("  File x\nsystemd Error: lower\nNo error: here\n") is None
+    long = last_error("OSError: " + "y" * 1000)
+    assert long is not None and len(long) == LAST_ERROR_CHARS and long.endswith("...")
+    assert (
+        exit_message(1, "INFO\n", "during level 10") == "server exited with code 1 during level 10"
+    )
 
 
 def test_argparse_error_needs_exit_status_2():
