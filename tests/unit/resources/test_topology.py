@@ -77,7 +77,7 @@ def test_nvlink_status():
 def test_the_probe_records_the_communication_variables_of_its_environment():
     env = {"PATH": "/usr/bin:/bin", "NCCL_IB_DISABLE": "1", "NVSHMEM_DISABLE_NVLS": "1"}
     out = subprocess.run(
-        [sys.executable, "-S", str(Path(stack_probe.__file__))],
+        [sys.executable, "-S", str(Path(stack_probe.__file__)), "{}"],
         capture_output=True,
         text=True,
         env=env,
