@@ -15,12 +15,12 @@ from typing import Any, Literal, NamedTuple
 
 from servesweep.level import Kind, Level, levels_of, load_kind
 from servesweep.sizing import Precision, PromptCount
-from servesweep.sweep.schema import section_defaults
+from servesweep.sweep.schema import filled, section_defaults
 from servesweep.workloads import Workload, workload_of
 
 DEFAULTS = section_defaults("benchmark")
 SEARCH_DEFAULTS = section_defaults("benchmark", "search")
-WORKLOAD_DEFAULTS = section_defaults("benchmark", "workload")
+WORKLOAD_DEFAULTS = filled({}, "benchmark", "workload")
 
 
 class Arrival(NamedTuple):
@@ -94,8 +94,9 @@ class BenchmarkSettings:
             num_prompts=PromptCount.of(section.get("num_prompts", {})),
             num_prompts_per_level=dict(per_level),
             precision=Precision.of(section),
-            # A key it does not give keeps the schema's default (a spec's has them all).
-            workload=workload_of({**WORKLOAD_DEFAULTS, **section.get("workload", {})}),
+            # A key it does not give keeps the schema's default (a spec's has them all);
+            # the schema's, so a kind's own defaults hold (sharegpt: no output_tokens).
+            workload=workload_of(filled(section.get("workload", {}), "benchmark", "workload")),
             max_concurrency=section.get("max_concurrency"),
             arrival=Arrival.of(section.get("arrival")),
             search=Search.of(section.get("search")),

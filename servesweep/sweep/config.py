@@ -10,7 +10,7 @@ import copy
 import hashlib
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from servesweep.sweep.checks import (
     check_variant_gpus,
 )
 from servesweep.sweep.hunt import SweepHunt, check_hunt, hunt_of
-from servesweep.sweep.schema import schema
+from servesweep.sweep.schema import filled, schema
 from servesweep.sweep.stages import RepeatsRule, repeats_rule
 
 # Variant keys that configure the engine adapter rather than the server's flags.
@@ -98,34 +98,11 @@ def validate_schema(config: dict) -> None:
     raise ConfigError(f"config: {_key_path(best.absolute_path)}: {message}")
 
 
-def _fill_defaults(
-    validator: Any, properties: dict[str, Any], instance: Any, schema: Any
-) -> Iterator[Any]:
-    # Set a missing property to its schema default (a copy: a mutable default shared by
-    # every config would leak between them), then validate as usual, which descends into
-    # what was just set and fills its own defaults.
-    if isinstance(instance, dict):
-        for name, subschema in properties.items():
-            if "default" in subschema and name not in instance:
-                instance[name] = copy.deepcopy(subschema["default"])
-    yield from jsonschema.Draft202012Validator.VALIDATORS["properties"](
-        validator, properties, instance, schema
-    )
-
-
-_DefaultFiller = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, {"properties": _fill_defaults}
-)
-
-
 def with_defaults(config: dict) -> dict:
     """A copy of a valid config with every default of the schema filled in. The schema is
     the one home of the defaults: this fills them as `snakemake.utils.validate` does, so a
     config resolves the same whether Snakemake's validate has run on it or not."""
-    filled = copy.deepcopy(config)
-    for _ in _DefaultFiller(schema()).iter_errors(filled):
-        pass  # validate_schema has already refused an invalid config
-    return filled
+    return filled(config)  # validate_schema has already refused an invalid config
 
 
 def must_match_exactly(flags: dict[str, Any] | list[list[Any]]) -> bool:

@@ -24,10 +24,12 @@ class Workload:
     REFUSED: ClassVar[Mapping[str, str]] = {}
 
     input_tokens: int
-    output_tokens: int
     seed: int
+    # max_tokens of every request; None: the kind's own (sharegpt: each reply's length). A
+    # kind that needs it redeclares it without a default (the schema fills 16 for them).
+    output_tokens: int | None = None
     range_ratio: float | None = None  # lengths drawn from [ratio × length, length]; None: exact
-    path: str | None = None  # the sharegpt kind's file (the schema takes it for any kind)
+    path: str | None = None  # the sharegpt kind's file (the others refuse it)
 
     @property
     def kind(self) -> str:

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import ClassVar, cast
 
 import numpy as np
@@ -14,13 +15,18 @@ from servesweep.workloads.base import Prompt, Workload, clean_ids, fit_text
 
 @dataclass(frozen=True, kw_only=True)
 class RandomWorkload(Workload):
-    """Kind `random`: the shared keys only."""
+    """Kind `random`: the shared keys only, `output_tokens` needed."""
 
     KIND: ClassVar[str] = "random"
+    REFUSED: ClassVar[Mapping[str, str]] = {"path": "its prompts are generated, not read"}
+
+    output_tokens: int = field()
 
     def prompts(self, tokenizer, n: int, seed: int) -> list[Prompt]:
         if self.range_ratio is not None:
-            return ranged_prompts(tokenizer, n, self, seed)
+            return ranged_prompts(
+                tokenizer, n, self.input_tokens, self.output_tokens, self.range_ratio, seed
+            )
         return random_prompts(tokenizer, n, self.input_tokens, self.output_tokens, seed)
 
 
@@ -68,13 +74,14 @@ def lengths(rng: np.random.Generator, n: int, length: int, ratio: float | None) 
     return rng.integers(low, length + 1, size=n).tolist()
 
 
-def ranged_prompts(tokenizer, n: int, workload: Workload, seed: int) -> list[Prompt]:
+def ranged_prompts(
+    tokenizer, n: int, input_tokens: int, output_tokens: int, ratio: float | None, seed: int
+) -> list[Prompt]:
     """Random prompts whose input and output lengths are each drawn from
-    [range_ratio × length, length] (InferenceX's random workload uses 0.8)."""
+    [ratio × length, length] (InferenceX's random workload uses 0.8)."""
     rng = np.random.default_rng([seed, 1])
-    ratio = workload.range_ratio
-    ins = lengths(rng, n, workload.input_tokens, ratio)
-    outs = lengths(rng, n, workload.output_tokens, ratio)
+    ins = lengths(rng, n, input_tokens, ratio)
+    outs = lengths(rng, n, output_tokens, ratio)
     prompts: list[Prompt | None] = [None] * n
     for length in sorted(set(ins)):
         where = [i for i, v in enumerate(ins) if v == length]

@@ -4,7 +4,8 @@ counts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -15,9 +16,12 @@ from servesweep.workloads.random_tokens import lengths, random_prompts, ranged_p
 
 @dataclass(frozen=True, kw_only=True)
 class SharedPrefixWorkload(Workload):
-    """Kind `shared_prefix`: its own keys, both needed."""
+    """Kind `shared_prefix`: its own keys, both needed, and `output_tokens`."""
 
     KIND: ClassVar[str] = "shared_prefix"
+    REFUSED: ClassVar[Mapping[str, str]] = {"path": "its prompts are generated, not read"}
+
+    output_tokens: int = field()
 
     groups: int  # groups of requests that share a prefix
     prefix_tokens: int  # tokens of each group's shared prefix
@@ -33,9 +37,7 @@ class SharedPrefixWorkload(Workload):
         rng = np.random.default_rng([seed, 2])
         ins = lengths(rng, n, self.input_tokens, self.range_ratio)
         outs = lengths(rng, n, self.output_tokens, self.range_ratio)
-        tails = ranged_prompts(
-            tokenizer, n, replace(self, range_ratio=None, input_tokens=max(ins)), seed
-        )
+        tails = ranged_prompts(tokenizer, n, max(ins), self.output_tokens, None, seed)
         out = []
         for i in range(n):
             tail_text = tails[i].text

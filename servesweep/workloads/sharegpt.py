@@ -15,7 +15,8 @@ from servesweep.workloads.base import Prompt, Workload, count_tokens
 
 @dataclass(frozen=True, kw_only=True)
 class ShareGPTWorkload(Workload):
-    """Kind `sharegpt`: needs `path`, refuses `range_ratio`."""
+    """Kind `sharegpt`: needs `path`, refuses `range_ratio`; without `output_tokens`, each
+    request's max_tokens is the length of the reply that followed its prompt in the file."""
 
     KIND: ClassVar[str] = "sharegpt"
     REFUSED: ClassVar[Mapping[str, str]] = {"range_ratio": "its lengths come from the file"}

@@ -8,7 +8,7 @@ from fixtures.paths import ROOT
 from servesweep.sizing import PromptCount, level_requests
 from servesweep.sweep.benchmark import Arrival, BenchmarkSettings, Search
 from servesweep.sweep.config import load_file
-from servesweep.sweep.schema import schema, section_defaults
+from servesweep.sweep.schema import filled, schema, section_defaults
 from servesweep.workloads.random_tokens import RandomWorkload
 
 
@@ -23,8 +23,8 @@ def test_the_settings_are_the_schemas_section():
     assert defaults.pop("num_prompts") == {} and typed.num_prompts == PromptCount()
     # workload's, {}, is its own keys' defaults too: the default kind's, typed.
     assert defaults.pop("workload") == {}
-    workload = section_defaults("benchmark", "workload")
-    assert workload.pop("kind") == "random"
+    workload = filled({}, "benchmark", "workload")  # with the kind's own (output_tokens 16)
+    assert workload.pop("kind") == "random" and workload["output_tokens"] == 16
     assert typed.workload == RandomWorkload(**workload)
     assert {k: getattr(typed, k) for k in defaults} == defaults
     assert typed.arrival == Arrival("poisson", 1.0, 0) and typed.search is None

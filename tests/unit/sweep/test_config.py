@@ -298,3 +298,34 @@ def test_a_bad_per_level_boot_scatter_is_one_line_naming_the_key(given, message)
     with pytest.raises(ConfigError) as err:
         load(config)
     assert str(err.value).startswith(f"config: benchmark.precision.{message}"), str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("workload", "output_tokens"),
+    [
+        ({"kind": "sharegpt", "path": "sg.json"}, None),  # each reply's own length
+        ({"kind": "sharegpt", "path": "sg.json", "output_tokens": 64}, 64),
+        ({"kind": "random"}, 16),
+        ({}, 16),
+        ({"kind": "shared_prefix", "groups": 2, "prefix_tokens": 8}, 16),
+    ],
+)
+def test_output_tokens_default_depends_on_the_kind_as_snakemake_fills_it(workload, output_tokens):
+    # The schema's default for output_tokens sits in an `else` of `kind: sharegpt`: the
+    # same with Snakemake's validate as with ours, and in the cell's spec.
+    from snakemake.utils import validate
+
+    from servesweep.sweep.config import with_defaults
+    from servesweep.sweep.schema import SCHEMA_PATH
+
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw.setdefault("benchmark", {})["workload"] = workload
+    by_snakemake = copy.deepcopy(raw)
+    validate(by_snakemake, schema=str(SCHEMA_PATH))
+    ours = with_defaults(raw)["benchmark"]["workload"]
+    assert by_snakemake["benchmark"]["workload"] == ours
+    assert ours.get("output_tokens") == output_tokens
+    sweep = load(raw)
+    assert sweep.benchmark.workload.output_tokens == output_tokens
+    spec = sweep.spec(*sweep.cells[0])
+    assert spec["benchmark"]["workload"].get("output_tokens") == output_tokens

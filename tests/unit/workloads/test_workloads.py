@@ -7,7 +7,7 @@ from dataclasses import fields
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from servesweep.sweep.schema import schema, section_defaults
+from servesweep.sweep.schema import filled, schema
 from servesweep.workloads import KINDS, Workload, workload_of, workload_problem
 from servesweep.workloads.base import count_tokens
 from servesweep.workloads.random_tokens import RandomWorkload, random_prompts, ranged_prompts
@@ -47,13 +47,13 @@ def test_shared_prefix_groups(bpe):
 
 def test_length_range(bpe):
     workload = RandomWorkload(input_tokens=20, output_tokens=10, seed=0, range_ratio=0.8)
-    ps = ranged_prompts(bpe, 200, workload, seed=4)
+    ps = ranged_prompts(bpe, 200, 20, 10, 0.8, seed=4)
     ins = [p.input_tokens for p in ps]
     outs = [p.output_tokens for p in ps]
     # Uniform over the integers [16, 20] and [8, 10]: every value turns up in 200 draws.
     assert set(ins) == {16, 17, 18, 19, 20} and set(outs) == {8, 9, 10}
     assert all(count_tokens(bpe, p.text) == p.input_tokens for p in ps)
-    assert ps == ranged_prompts(bpe, 200, workload, seed=4)
+    assert ps == ranged_prompts(bpe, 200, 20, 10, 0.8, seed=4)
     assert ps == workload.prompts(bpe, 200, seed=4)  # the random kind's, with a range
 
 
@@ -66,10 +66,10 @@ def test_every_kind_has_its_type_and_the_schema_lists_its_keys():
     assert set(workload["properties"]["kind"]["enum"]) == set(KINDS)
     keys = set(workload["properties"]) - {"kind"}
     assert {f.name for cls in KINDS.values() for f in fields(cls)} == keys
-    filled = set(section_defaults("benchmark", "workload"))
     for kind, cls in KINDS.items():
         assert cls.KIND == kind and issubclass(cls, Workload)
-        assert set(cls.required()) - filled <= set(cls.own()) | {"path"}, kind
+        given = set(filled({"kind": kind}, *SECTION))  # the kind's own defaults included
+        assert set(cls.required()) - given <= set(cls.own()) | {"path"}, kind
         for key in (*cls.own(), *cls.required(), *cls.REFUSED):
             assert key in workload["properties"], key
     assert SharedPrefixWorkload.own() == ("groups", "prefix_tokens")
@@ -78,13 +78,20 @@ def test_every_kind_has_its_type_and_the_schema_lists_its_keys():
 
 
 FILLED = {"kind": "random", "input_tokens": 32, "output_tokens": 16, "seed": 0}
+SECTION = ("benchmark", "workload")
 
 
 @pytest.mark.parametrize(
     ("given", "problem"),
     [
         ({}, None),
-        ({"range_ratio": 0.8, "path": "ignored.json"}, None),  # path: any kind takes it
+        ({"range_ratio": 0.8}, None),
+        # A file given to a kind that reads none: kind sharegpt forgotten, most likely.
+        ({"path": "sg.json"}, "path: not for kind random (its prompts are generated, not read)"),
+        (
+            {"kind": "shared_prefix", "groups": 2, "prefix_tokens": 4, "path": "sg.json"},
+            "path: not for kind shared_prefix (its prompts are generated, not read)",
+        ),
         ({"groups": 2}, "groups: only for kind shared_prefix"),
         ({"kind": "shared_prefix", "groups": 2}, "prefix_tokens: required for kind shared_prefix"),
         ({"kind": "sharegpt"}, "path: required for kind sharegpt"),
@@ -110,8 +117,15 @@ def test_each_kind_reads_its_keys():
     assert shared == SharedPrefixWorkload(
         groups=3, prefix_tokens=9, input_tokens=32, output_tokens=16, seed=0
     )
-    sharegpt = workload_of({**FILLED, "kind": "sharegpt", "path": "sg.json", "seed": 4})
-    assert sharegpt == ShareGPTWorkload(path="sg.json", input_tokens=32, output_tokens=16, seed=4)
+    # The schema fills output_tokens 16 for every kind but sharegpt, whose requests ask
+    # for as many tokens as the reply in the file had (docs/load_modes.md).
+    sharegpt = workload_of(filled({"kind": "sharegpt", "path": "sg.json", "seed": 4}, *SECTION))
+    assert sharegpt == ShareGPTWorkload(path="sg.json", input_tokens=32, seed=4)
+    assert sharegpt.output_tokens is None
+    capped = {"kind": "sharegpt", "path": "sg.json", "output_tokens": 64}
+    assert workload_of(filled(capped, *SECTION)).output_tokens == 64
+    assert filled({}, *SECTION) == FILLED
+    assert filled({"kind": "shared_prefix"}, *SECTION)["output_tokens"] == 16
     assert workload_of({**FILLED, "range_ratio": 0.5}).range_ratio == 0.5
     with pytest.raises(AttributeError):
         shared.groups = 4  # frozen
@@ -126,12 +140,17 @@ def test_a_kinds_prompts_are_its_functions(bpe, tmp_path):
         {
             "conversations": [
                 {"from": "human", "value": f"q {i} " * 4},
-                {"from": "gpt", "value": "a"},
+                {"from": "gpt", "value": "a " * (5 + i)},
             ]
         }
         for i in range(4)
     ]
     path = tmp_path / "sg.json"
     path.write_text(json.dumps(convs))
-    sharegpt = workload_of({**FILLED, "kind": "sharegpt", "path": str(path)})
-    assert sharegpt.prompts(bpe, 5, seed=1) == sharegpt_prompts(path, bpe, 5, 16, seed=1)
+    sharegpt = workload_of(filled({"kind": "sharegpt", "path": str(path)}, *SECTION))
+    ps = sharegpt.prompts(bpe, 5, seed=1)
+    assert ps == sharegpt_prompts(path, bpe, 5, None, seed=1)
+    # max_tokens is each reply's own length, not the random kind's 16.
+    replies = {f"q {i} " * 4: count_tokens(bpe, "a " * (5 + i)) for i in range(4)}
+    assert [p.output_tokens for p in ps] == [replies[p.text] for p in ps]
+    assert len(set(replies.values())) > 1
