@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from servesweep.sweep.stages import RepeatsRule
 
 # Template classes per verdict (colour).
+# A boot's failure stages that come before any level (records.Failure.stage).
+EARLY_STAGES = ("launch", "boot", "stack", "model")
+
 VERDICT_CLASS = {
     FASTER: "faster",
     SLOWER: "slower",
@@ -115,9 +118,16 @@ def _level_cell(s: CellStats | None, rows: pd.DataFrame) -> dict:
     if n == 0:
         statuses = rows["status"].fillna("not_run")
         failed = rows[statuses == "failed"]
+        # A cell whose server never came up (or whose stack or model could not be had)
+        # measured no level: it failed before them, which "not run" would hide.
+        early = rows[rows["failure_stage"].isin(EARLY_STAGES)]
         if len(failed):
             causes = ", ".join(failed["cause"].dropna().unique()) or "unknown"
             cell["text"] = f"failed ({causes})"
+        elif len(early) and not statuses.eq("ok").any():
+            stages = " / ".join(early["failure_stage"].dropna().unique())
+            causes = ", ".join(early["failure_cause"].dropna().unique()) or "unknown"
+            cell["text"] = f"failed at {stages} ({causes})"
         else:
             cell["text"] = "excluded" if statuses.eq("ok").any() else "not run"
         cell["excluded"] = s.excluded if s else ""

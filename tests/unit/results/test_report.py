@@ -9,6 +9,7 @@ import statistics
 import pytest
 from fixtures.cells import (
     EVIL,
+    LEVELS,
     MODEL,
     REPEATS,
     SETTINGS,
@@ -68,6 +69,8 @@ def test_the_verdict_table_comes_first_with_intervals_from_boots(sweep, tmp_path
     # midfail's boots were measured by an older client: stale, kept out, named.
     assert "stale_client: v0" in html
     assert "failed (died)" in html or "excluded" in html
+    # bootfail never came up: its levels say so, not "not run".
+    assert html.count("failed at boot (boot_timeout)") == len(LEVELS)
 
 
 @pytest.mark.slow
