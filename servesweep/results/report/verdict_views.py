@@ -29,10 +29,10 @@ from servesweep.stats import PRACTICAL_MAX_BOOTS
 if TYPE_CHECKING:
     from servesweep.sweep.stages import RepeatsRule
 
-# Template classes per verdict (colour).
 # A boot's failure stages that come before any level (records.Failure.stage).
 EARLY_STAGES = ("launch", "boot", "stack", "model")
 
+# Template classes per verdict (colour).
 VERDICT_CLASS = {
     FASTER: "faster",
     SLOWER: "slower",
