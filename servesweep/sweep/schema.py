@@ -55,9 +55,12 @@ def filled(value: Any, *path: str) -> Any:
     """A copy of `value` with the schema's defaults filled in, as `snakemake.utils.validate`
     fills them: the whole config (no path), or one section of it (`benchmark`,
     `workload`). Errors are not reported: the config has been validated already."""
-    node = schema()
+    root = node = schema()
     for section in path:
         node = node["properties"][section]
+    # A section's `$ref`s ("#/$defs/...") resolve against the document they sit in: give
+    # the section the root's definitions, so any section fills as the whole config does.
+    node = {**node, "$defs": root.get("$defs", {})}
     out = copy.deepcopy(value)
     for _ in _DefaultFiller(node).iter_errors(out):
         pass

@@ -26,6 +26,9 @@ def test_the_settings_are_the_schemas_section():
     workload = filled({}, "benchmark", "workload")  # with the kind's own (output_tokens 16)
     assert workload.pop("kind") == "random" and workload["output_tokens"] == 16
     assert typed.workload == RandomWorkload(**workload)
+    # A section with `$ref`s fills alone as it does inside the whole config.
+    section = filled({"levels": [1]}, "benchmark")
+    assert section == filled({"benchmark": {"levels": [1]}})["benchmark"]
     assert {k: getattr(typed, k) for k in defaults} == defaults
     assert typed.arrival == Arrival("poisson", 1.0, 0) and typed.search is None
     assert Search.of({}) is None and Search.of({"probes": 2}) == Search(2, 0.9)
