@@ -16,7 +16,8 @@
 #                                  one interpreter for both engines: each engine's own, by
 #                                  the module it runs (config/examples/h200-engines.yaml)
 #   results_pack RUN OUT           RUN's results/ into OUT: records, request records apart,
-#                                  and sweep.tar.xz (sweep_pack)
+#                                  parity/, and sweep.tar.xz (sweep_pack)
+#   bring_back_parts FILE          FILE split into parts of 15 MiB when over 16 MiB
 #   sweep_pack RUN OUT             OUT/sweep.tar.xz: what a later slot resumes from
 #   sweep_resume ARCHIVE RUN       unpack a carried sweep archive into RUN
 #   wait_pid PID DEADLINE_S        wait for PID, at most until DEADLINE_S (seconds from now)
@@ -318,10 +319,15 @@ engines_python() {
 
 # results_pack RUN OUT: what a run has so far, into OUT (the device tool brings back 8 files
 # of 16 MiB): OUT/results.tar.xz (results/ without request records, the manifests),
-# OUT/requests.tar.xz (the request records) when under 16 MiB; parity.tar.xz if RUN/parity.
+# OUT/requests.tar.xz (the request records) when under 16 MiB, OUT/parity.tar.xz if
+# RUN/parity (a parity run has no results/), in parts when over 16 MiB (bring_back_parts).
 results_pack() {
   local run=$1 out=$2
   mkdir -p "$out"
+  if [ -d "$run/parity" ]; then
+    (cd "$run" && tar -cf - parity 2>/dev/null | xz -3 -T4 >"$out/parity.tar.xz")
+    bring_back_parts "$out/parity.tar.xz"
+  fi
   [ -d "$run/results" ] || return 0
   (cd "$run" && tar -cf - --exclude='*.requests.jsonl' results \
     $(ls -d resources/stacks resources/models/*/manifest.json 2>/dev/null) 2>/dev/null |
@@ -329,14 +335,30 @@ results_pack() {
   (cd "$run" && find results -name '*.requests.jsonl' -print0 | sort -z |
     tar -cf - --null -T - 2>/dev/null | xz -3 -T4 >"$out/requests.tar.xz")
   if [ "$(stat -c %s "$out/requests.tar.xz")" -gt $((16 * 1024 * 1024)) ]; then
+    # Not split: with the results, sweep and log files a call's 8 files would not hold them.
     echo "request records: $(du -m "$out/requests.tar.xz" | cut -f1) MiB, over 16 MiB: not brought back"
     rm -f "$out/requests.tar.xz"
   fi
-  if [ -d "$run/parity" ]; then
-    (cd "$run" && tar -cf - parity 2>/dev/null | xz -3 -T4 >"$out/parity.tar.xz")
-  fi
   sweep_pack "$run" "$out"
   return 0
+}
+
+# bring_back_parts FILE: FILE as it is when it is at most 16 MiB (the most one file a call
+# brings back; GPU_BACK_MAX bytes in the tests), else FILE.part00, FILE.part01, ... of
+# 15 MiB (GPU_BACK_PART) and FILE.sha256, FILE removed; here: `cat FILE.part* > FILE &&
+# sha256sum -c FILE.sha256`. On the 2026-12-08 parity lease a 19.6 MB parity.tar.xz was
+# not brought back (and, with no results/, not even packed) until split by hand.
+bring_back_parts() {
+  local file=$1
+  [ -f "$file" ] || return 0
+  [ "$(stat -c %s "$file")" -gt "${GPU_BACK_MAX:-$((16 * 1024 * 1024))}" ] || return 0
+  (cd "$(dirname "$file")" && sha256sum "$(basename "$file")" >"$(basename "$file").sha256") ||
+    gpu_fail "bring_back_parts: could not sum $file" || return 1
+  split -b "${GPU_BACK_PART:-15M}" -d "$file" "$file.part" ||
+    gpu_fail "bring_back_parts: could not split $file" || return 1
+  rm -f "$file"
+  echo "$(basename "$file"): over 16 MiB, brought back in $(ls "$file".part* | wc -l) parts" \
+    "(cat $(basename "$file").part* > $(basename "$file"))"
 }
 
 # sweep_pack RUN OUT: OUT/sweep.tar.xz, what a later slot resumes from (every finished boot,

@@ -346,3 +346,32 @@ def test_a_waiting_call_brings_back_the_sweep_and_a_later_slot_resumes_from_it(t
     r = sh(f"sweep_resume resume/missing.tar.xz {later}", later)
     assert r.returncode != 0 and "no archive at resume/missing.tar.xz" in r.stderr
     assert "resume)" in (ROOT / "benchmarks" / "gpu" / "run.sh").read_text()
+
+
+def test_a_parity_run_is_packed_and_an_archive_over_the_limit_comes_back_in_parts(tmp_path):
+    # A parity run has parity/ and no results/ (the 2026-12-08 lease packed nothing of it).
+    run = tmp_path / "ss"
+    (run / "parity" / "runs").mkdir(parents=True)
+    (run / "parity" / "runs" / "L256_r0_ours.json").write_bytes(os.urandom(6000))
+    (run / "parity" / "sglang_parity.json").write_text('{"benchmark": "sglang_parity"}\n')
+    small = tmp_path / "small"
+    r = sh(f"results_pack {run} {small}", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in small.iterdir()) == ["parity.tar.xz"]
+    whole = (small / "parity.tar.xz").read_bytes()
+    # Over the limit (a few KiB here, 16 MiB there): parts, the whole's sum, no whole.
+    out = tmp_path / "OUT"
+    r = sh(f"results_pack {run} {out}", tmp_path, GPU_BACK_MAX="2000", GPU_BACK_PART="2500")
+    assert r.returncode == 0, r.stdout + r.stderr
+    parts = sorted(out.glob("parity.tar.xz.part*"))
+    assert len(parts) == 3 and not (out / "parity.tar.xz").exists()
+    assert "brought back in 3 parts" in r.stdout
+    joined = tmp_path / "parity.tar.xz"
+    joined.write_bytes(b"".join(p.read_bytes() for p in parts))
+    assert joined.read_bytes() == whole
+    (tmp_path / "parity.tar.xz.sha256").write_text((out / "parity.tar.xz.sha256").read_text())
+    check = subprocess.run(["sha256sum", "-c", "parity.tar.xz.sha256"], cwd=tmp_path)
+    assert check.returncode == 0
+    r = subprocess.run(["tar", "-xJf", str(joined), "-C", str(tmp_path)], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "parity" / "sglang_parity.json").is_file()

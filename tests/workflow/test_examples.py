@@ -50,6 +50,7 @@ def test_the_examples_are_shipped():
         H200_VLLM_TUNER,
         "cpu-hunt.yaml",
         "h200-sglang-noise.yaml",
+        "h200-vllm-noise.yaml",
         "h200-sglang-auto.yaml",
         H200_ENGINES_EXAMPLE,
     }
@@ -180,6 +181,24 @@ def test_h200_sglang_noise_example_splits_boot_and_in_boot_scatter():
         64,
         512,
     ]
+
+
+def test_h200_vllm_noise_example_measures_as_the_sglang_one_with_vllms_launch_line():
+    # vLLM's half of issue 38 stage 1: the SGLang noise sweep's levels, boots, in-boot
+    # measurements, requests and workload (so the engines' components compare), vLLM's
+    # example baseline launched exactly as there, and the A/A beside it.
+    sweep = load_file(ROOT / "config" / "examples" / "h200-vllm-noise.yaml")
+    sglang = load_file(ROOT / "config" / "examples" / "h200-sglang-noise.yaml")
+    vllm = load_file(ROOT / "config" / "examples" / "h200-vllm.yaml")
+    assert list(sweep.variants) == ["baseline", "no-custom-ar"]
+    assert sweep.raw["engine"] == "vllm" and sweep.stacks == vllm.stacks
+    assert sweep.models == sglang.models
+    assert sweep.raw["benchmark"] == sglang.raw["benchmark"]
+    assert sweep.repeats == sglang.repeats == 3
+    assert sweep.spec(*sweep.cells[0])["command"] == vllm.spec(*vllm.cells[0])["command"]
+    assert vllm.cells[0][2] == "baseline"
+    aa = sweep.spec("vllm-0.26", "moe-1b", "no-custom-ar")["command"]
+    assert aa == sweep.spec(*sweep.cells[0])["command"] + ["--disable-custom-all-reduce"]
 
 
 def test_h200_engines_example_makes_the_engine_a_variant_axis():
