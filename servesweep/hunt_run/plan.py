@@ -20,7 +20,7 @@ from servesweep.sweep.hunt import SweepHunt
 from servesweep.sweep.layout import Paths
 from servesweep.sweep.plan import AssumedRates, PlannedCell, earlier_records, plan_sweep
 from servesweep.sweep.plan_text import plan_json, render, write_text_and_json
-from servesweep.sweep.scatter_advice import scatter_advice, verdict_rows
+from servesweep.sweep.scatter_advice import scatter_advice, stated_rule, verdict_rows
 
 
 def current_records(sweep: Sweep, paths: Paths, keys) -> dict[BootKey, CellRecord]:
@@ -230,7 +230,8 @@ def write_hunt_plan(
     # boot before more boots where a boot's own measurements are most of it.
     counted = {str(level) for level in cast(SweepHunt, sweep.hunt).levels}
     rows = [r for r in verdict_rows(paths) if r.get("level") in counted]
-    advice = scatter_advice(rows, earlier_records(paths)) if rows else []  # no verdicts: no read
+    stated = stated_rule(sweep.raw["benchmark"])  # compared with the σ_B measured
+    advice = scatter_advice(rows, earlier_records(paths), stated) if rows else []
     assumed = AssumedRates.of(sweep)
     text = render(planned, sweep_files, is_default, order=order, advice=advice, assumed=assumed)
     first, rest = text.split("\n", 1)

@@ -29,7 +29,7 @@ from servesweep.sweep.plan import (
     resolve_suggestion,
     staged_costs,
 )
-from servesweep.sweep.scatter_advice import scatter_advice, verdict_rows
+from servesweep.sweep.scatter_advice import scatter_advice, stated_rule, verdict_rows
 
 
 def duration(seconds: float) -> str:
@@ -221,7 +221,7 @@ def write_plan(
     resolve = resolve_suggestion(sweep, paths, planned)
     staged = staged_costs(sweep, paths, planned)
     records = earlier_records(paths)  # read once: the advice's costs and the machines
-    advice = scatter_advice(verdict_rows(paths), records)
+    advice = scatter_advice(verdict_rows(paths), records, stated_rule(sweep.raw["benchmark"]))
     text = render(
         planned,
         sweep_files,

@@ -11,16 +11,23 @@ from __future__ import annotations
 import csv
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from servesweep.level import parse_value
-from servesweep.sizing import cost_optimal_per_boot
+from servesweep.level import Level, parse_value
+from servesweep.sizing import Precision, cost_optimal_per_boot
+from servesweep.sweep.benchmark import BenchmarkSettings
 
 # The levels' σ_B differ by more than this factor (max / min): the advice is a per-level
 # `boot_cv_pct` map rather than their median.
 SPREAD_FOR_A_MAP = 2.0
+# The σ_B measured here and the one the sweep states (`precision.boot_cv_pct`) differ by
+# more than this factor: the plan says so. Two boots of one configuration on one H100
+# differed by 23 % at one stream where another H100's four boots had σ_B 1.5 %
+# (docs/sglang-h200.md, leases C and D): a σ_B carried from another machine can be off by
+# an order of magnitude.
+STATED_OFF_BY = 2.0
 
 
 def _num(x) -> float:
@@ -58,9 +65,13 @@ def level_costs(records: Iterable[dict]) -> tuple[float, dict]:
     return (statistics.median(boots) if boots else math.nan), per_level
 
 
-def scatter_advice(rows: Iterable[dict], records: Iterable[dict] = ()) -> list[str]:
+def scatter_advice(
+    rows: Iterable[dict], records: Iterable[dict] = (), stated: Precision | None = None
+) -> list[str]:
     """Lines for the plan: `rows` are verdicts.csv's primary rows (any per level: the
-    components are the level's), `records` earlier cell records for the costs."""
+    components are the level's), `records` earlier cell records for the costs, `stated`
+    the sweep's `num_prompts: auto` rule (None: fixed requests), whose σ_B is compared
+    with the one measured."""
     by_level: dict = {}
     for r in rows:
         if r.get("components_from"):
@@ -130,4 +141,40 @@ def scatter_advice(rows: Iterable[dict], records: Iterable[dict] = ()) -> list[s
         elif share >= 0.5:
             text += "; more measurements a boot would cut it more than more boots"
         lines.append(text)
+        gap = stated_gap(level, b, stated)
+        if gap:
+            lines.append(gap)
     return lines
+
+
+def stated_rule(benchmark: Mapping) -> Precision | None:
+    """The `num_prompts: auto` rule a sweep's `benchmark` section states (None: fixed
+    requests), for `scatter_advice`'s `stated`."""
+    bench = BenchmarkSettings.of(benchmark)
+    return bench.precision if bench.is_auto else None
+
+
+def stated_gap(level, measured: float, stated: Precision | None) -> str | None:
+    """A line when the σ_B measured at a level (split from the requests' sampling) and the
+    σ_B the sweep states for `num_prompts: auto` differ more than STATED_OFF_BY times. The
+    verdicts stay honest either way (they use the boots' own scatter); the cost does not:
+    `auto` sizes a level for its stated σ_B (sizing.target_rse), so a σ_B stated too small
+    runs levels longer than their optimum, too large stops them short and leaves the
+    precision to more boots."""
+    if stated is None or stated.boot_cv_pct is None or not measured > 0:
+        return None
+    given = stated.boot_cv(Level.parse(level))
+    if not given or not math.isfinite(measured):
+        return None
+    if measured > STATED_OFF_BY * given:
+        what = f"{measured / given:.1f}x the {given:g} % stated"
+        cost = "num_prompts: auto ran it longer than its cost optimum (sized for a quieter machine)"
+    elif measured < given / STATED_OFF_BY:
+        what = f"{given / measured:.1f}x under the {given:g} % stated"
+        cost = "num_prompts: auto stopped it short of its cost optimum (boots pay for the rest)"
+    else:
+        return None
+    return (
+        f"    level {level}: σ_B {measured:.1f} % here, {what} (benchmark.precision.boot_cv_pct): "
+        f"{cost}; the value above is this machine's"
+    )

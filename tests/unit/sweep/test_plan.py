@@ -403,3 +403,33 @@ def test_the_plan_says_when_finished_boots_ran_on_another_machine(tmp_path):
     assert "Machines: 1 of 2 finished boots ran on another machine than this one" in text
     assert "gpu-07 (0123456789ab)" in text and here["key"] in text
     assert json.loads(out[1].read_text())["machines"].startswith("1 of 2 finished boots")
+
+
+def test_the_plan_compares_the_stated_sigma_with_the_last_verdicts(tmp_path):
+    # num_prompts: auto sized for σ_B 1 % (another machine's) where the last verdicts
+    # measured 8 % at level 100: the plan's advice says so beside that level.
+    import csv
+
+    from servesweep.sweep.plan_text import write_plan
+
+    config = sweep_config(num_prompts="auto", precision={"boot_cv_pct": {1: 1.0, 100: 1.0}})
+    sweep, paths = load(config), Paths(tmp_path)
+    manifests(paths)
+    paths.results.mkdir(parents=True, exist_ok=True)
+    fields = ["family", "level", "components_from", "sigma_boot_pct", "sigma_within_pct"]
+    fields += ["per_boot", "within_share"]
+    with open(paths.results / "verdicts.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for values in (
+            ["primary", "1", "batches", "1.2", "20", "40", "0.9"],
+            ["primary", "100", "batches", "8.0", "5", "400", "0.01"],
+        ):
+            w.writerow(dict(zip(fields, values, strict=True)))
+    out = (tmp_path / "plan.txt", tmp_path / "plan.json")
+    text = write_plan(sweep, paths, [], False, *out)
+    assert "level 100: σ_B 8.0 % here, 8.0x the 1 % stated" in text
+    assert "level 1: σ_B 1.2 % here" not in text  # within 2x: nothing to say
+    # Fixed requests: no σ_B stated, nothing compared.
+    fixed = write_plan(load(sweep_config()), paths, [], False, *out)
+    assert "boot scatter comes from" in fixed and "stated" not in fixed

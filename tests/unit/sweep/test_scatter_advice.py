@@ -82,3 +82,30 @@ def test_a_level_whose_sigma_came_out_zero_is_in_the_map_the_sweep_file_takes():
     assert "level 10: σ_B 0 here (no scatter beyond its requests'), given" in line
     config = {"benchmark": {"levels": [1, 10, 256], "precision": {"boot_cv_pct": given}}}
     check_precision(config)  # raises CheckError naming the key if a level were missing
+
+
+def test_a_stated_sigma_far_from_the_one_measured_is_named_with_its_cost():
+    # Lease D of docs/sglang-h200.md: a σ_B carried from a quiet machine (1.5 %) where this
+    # one's boots scatter 12 % at one stream; level 10 within 2x says nothing; level 256
+    # stated 8 %, measured 1 %: auto stopped it short.
+    rows = [row(1, "batches", 12.0, 3.0, 64, 0.01), row(10, "batches", 2.5, 4.0, 64, 0.05)]
+    rows.append(row(256, "in_boot", 1.0, 13.0, 3, 0.9))
+    stated = sizing.Precision.of({"precision": {"boot_cv_pct": {1: 1.5, 10: 1.5, 256: 8.0}}})
+    lines = scatter_advice(rows, RECORDS, stated)
+    gaps = [line for line in lines if "(benchmark.precision.boot_cv_pct)" in line]
+    assert len(gaps) == 2
+    assert "level 1: σ_B 12.0 % here, 8.0x the 1.5 % stated" in gaps[0]
+    assert "ran it longer than its cost optimum" in gaps[0]
+    assert "level 256: σ_B 1.0 % here, 8.0x under the 8 % stated" in gaps[1]
+    assert "stopped it short of its cost optimum" in gaps[1]
+    # Each follows its own level's line.
+    assert lines.index(gaps[0]) == 1 + next(i for i, x in enumerate(lines) if "level 1:" in x)
+    # One number for every level: compared at each. Fixed requests (no rule), or a rule
+    # without a σ_B (the RSE target): nothing to compare.
+    one = scatter_advice(rows, RECORDS, sizing.Precision.of({"precision": {"boot_cv_pct": 2.5}}))
+    assert sum("(benchmark.precision.boot_cv_pct)" in line for line in one) == 2  # 1 and 256
+    assert scatter_advice(rows, RECORDS, sizing.Precision.of({})) == scatter_advice(rows, RECORDS)
+    assert not any("stated" in line for line in scatter_advice(rows, RECORDS))
+    # σ_B 0 (no scatter beyond the requests'): not compared.
+    zero = [row(1, "batches", 0.0, 3.0, 64, 1.0)]
+    assert not any("stated" in line for line in scatter_advice(zero, RECORDS, stated))
