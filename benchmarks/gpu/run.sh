@@ -38,7 +38,14 @@ P=$(command -v python3)
 # One GPU: cells queue for it. No ILP solver travels: the greedy scheduler, said outright.
 SM=(timeout -s INT "${STEP_TIMEOUT:-86400}" "$P" -m snakemake --cores 4 --scheduler greedy)
 # Targets go before --resources and --configfile, which take every value after them.
-sm() { "${SM[@]}" "$@" --resources gpu=1 --configfile "$CFG"; }
+# SM_CONFIG: one --config override on top of the sweep file (Snakemake merges it into the
+# section), e.g. SM_CONFIG="benchmark={repeats: 3}": a lease's variation of an example
+# without an edited copy of it.
+sm() {
+  local over=()
+  [ -z "${SM_CONFIG:-}" ] || over=(--config "$SM_CONFIG")
+  "${SM[@]}" "$@" --resources gpu=1 ${over[@]+"${over[@]}"} --configfile "$CFG"
+}
 first_boots() {
   "$P" -c "import sys
 from servesweep.sweep.config import load_file

@@ -375,3 +375,26 @@ def test_a_parity_run_is_packed_and_an_archive_over_the_limit_comes_back_in_part
     r = subprocess.run(["tar", "-xJf", str(joined), "-C", str(tmp_path)], capture_output=True)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "parity" / "sglang_parity.json").is_file()
+
+
+def test_run_sh_passes_one_config_override_before_the_sweep_file():
+    # SM_CONFIG varies an example for one lease (`benchmark={repeats: 3}`) without an edited
+    # copy; --configfile takes every value after it, so the override goes before it.
+    run = (ROOT / "benchmarks" / "gpu" / "run.sh").read_text()
+    body = run[run.index("sm() {") : run.index("\n}\n", run.index("sm() {")) + 3]
+    script = f"set -u\nCFG=c.yaml\nSM=(printf '%s\\n')\n{body}sm results/plan.txt\n"
+    plain = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert plain.stdout.splitlines() == [
+        "results/plan.txt", "--resources", "gpu=1", "--configfile", "c.yaml",
+    ]  # fmt: skip
+    over = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SM_CONFIG": "benchmark={repeats: 3}"},
+    )
+    assert over.stdout.splitlines() == [
+        "results/plan.txt", "--resources", "gpu=1", "--config", "benchmark={repeats: 3}",
+        "--configfile", "c.yaml",
+    ]  # fmt: skip
