@@ -251,7 +251,9 @@ class Rates:
                 seconds = min(seconds, bench.precision.max_s)
             if level.is_rate and level.value != INF:
                 seconds = max(seconds, requests / level.value)  # the arrivals take this long
-            total += seconds + LEVEL_OVERHEAD_S
+            # Each of a boot's measurements of the level (benchmark.repeats_in_boot) sends
+            # its own warm-up and measured requests.
+            total += bench.repeats_in_boot * (seconds + LEVEL_OVERHEAD_S)
         total += self._correctness_s(own, spec)
         # The weakest source used is the one to state (the correctness pass rides on the
         # level-1 rate, so it adds no source of its own).

@@ -433,3 +433,17 @@ def test_the_plan_compares_the_stated_sigma_with_the_last_verdicts(tmp_path):
     # Fixed requests: no σ_B stated, nothing compared.
     fixed = write_plan(load(sweep_config()), paths, [], False, *out)
     assert "boot scatter comes from" in fixed and "stated" not in fixed
+
+
+def test_every_measurement_of_a_level_in_a_boot_is_estimated(tmp_path):
+    # benchmark.repeats_in_boot: 3 measures each level three times in a boot, each with its
+    # own warm-up (the 2026-12-08 noise lease's plan said 1 min 58 s a boot for ~3 min).
+    from servesweep.sweep.plan import DEFAULT_BOOT_S, DEFAULT_TEARDOWN_S
+
+    once = plan_sweep(load(sweep_config()), Paths(tmp_path))[0]
+    thrice = plan_sweep(load(sweep_config(repeats_in_boot=3)), Paths(tmp_path))[0]
+    boot = DEFAULT_BOOT_S + DEFAULT_TEARDOWN_S  # no records: the default rates; no correctness
+    assert once.estimate_from == thrice.estimate_from == "default rates"
+    levels = once.estimate_s - boot
+    assert levels > 0
+    assert thrice.estimate_s - boot == pytest.approx(3 * levels)
