@@ -316,6 +316,9 @@ def first_wave_sent(sent: list[float], level: int) -> dict:
     }
 
 
+GAUGE_PEAKS = ("kv_cache_usage", "kv_used_tokens", "running_requests", "waiting_requests")
+
+
 def print_table(parity: Parity, result: dict) -> None:
     for level, entry in result.items():
         print(f"\nconcurrency {level}: medians of {entry['repeats']} repeats (ABBA)")
@@ -332,9 +335,14 @@ def print_table(parity: Parity, result: dict) -> None:
             pshown = "" if pair is None else f"{100 * pair:+7.1f}%"
             values = f"{row['ours']:10.2f} {row['theirs']:11.2f}"
             print(f"{label:22s} {values} {shown:>8s} {pshown:>8s}{flag}")
+        # What the server saw of each client, run by run: a client that cannot keep its
+        # streams busy shows lower peaks than its nominal concurrency (2026-12-08: one of
+        # bench_serving's runs at 256 never had more than 181 requests running).
         peaks = entry["gauge_peaks"]
-        kv = [p.get("kv_cache_usage") for who in ("ours", "theirs") for p in peaks[who]]
-        print(f"peak KV-cache usage over the runs: {kv}")
+        print("server gauges' peaks per run (ours | theirs):")
+        for gauge in GAUGE_PEAKS:
+            mine, other = ([p.get(gauge) for p in peaks[who]] for who in ("ours", "theirs"))
+            print(f"  {gauge:18s} {mine} | {other}")
         print(f"our usage_mismatch per run: {entry['ours_usage_mismatch']}")
 
 

@@ -18,6 +18,7 @@ def ours(run_dir, rep: int, tput: float, sent: list[float]) -> None:
     (run_dir / "runs" / f"{name}.json").write_text(
         json.dumps({"output_throughput": tput, "median_ttft_ms": 10.0, "usage_mismatch": 0})
     )
+    gauges(run_dir, name, running=4.0, kv_tokens=64.0)
     warmup = {"ok": True, "warmup": True, "sent_s": 0.0, "output_tokens": 4}
     records = [warmup | {"chunk_times_ms": [1, 2, 3, 4]}]
     for t in sent:
@@ -40,6 +41,13 @@ def theirs(run_dir, rep: int, tput: float, send: list[float]) -> None:
         "send_s": send,
     }
     (run_dir / "runs" / f"L{LEVEL}_r{rep}_theirs.json").write_text(json.dumps(result))
+    gauges(run_dir, f"L{LEVEL}_r{rep}_theirs", running=3.0 + min(rep, 1), kv_tokens=40.0 + 20 * rep)
+
+
+def gauges(run_dir, name: str, running: float, kv_tokens: float) -> None:
+    peaks = {"kv_cache_usage": 0.01, "kv_used_tokens": kv_tokens, "running_requests": running}
+    peaks["waiting_requests"] = 0.0
+    (run_dir / "runs" / f"{name}.gauges.json").write_text(json.dumps({"peaks": peaks}))
 
 
 def test_compare_reads_both_clients_runs_and_their_first_waves(tmp_path):
@@ -78,3 +86,6 @@ def test_compare_reads_both_clients_runs_and_their_first_waves(tmp_path):
     median = rows["wave sent: median ms"]
     assert abs(median["ours"] - 1.5) < 1e-6 and abs(median["theirs"] - 150.0) < 1e-6
     assert "over 2 %" in done.stdout
+    # The server's own peaks, per client and run: ours kept 4 running, theirs 3 then 4.
+    assert "  running_requests   [4.0, 4.0] | [3.0, 4.0]" in done.stdout
+    assert "  kv_used_tokens     [64.0, 64.0] | [40.0, 60.0]" in done.stdout
