@@ -251,8 +251,7 @@ class Rates:
                 seconds = min(seconds, bench.precision.max_s)
             if level.is_rate and level.value != INF:
                 seconds = max(seconds, requests / level.value)  # the arrivals take this long
-            # Each of a boot's measurements of the level (benchmark.repeats_in_boot) sends
-            # its own warm-up and measured requests.
+            # Each in-boot measurement (repeats_in_boot) sends its own warm-up and requests.
             total += bench.repeats_in_boot * (seconds + LEVEL_OVERHEAD_S)
         total += self._correctness_s(own, spec)
         # The weakest source used is the one to state (the correctness pass rides on the
