@@ -334,7 +334,7 @@ results_pack() {
     xz -3 -T4 >"$out/results.tar.xz")
   (cd "$run" && find results -name '*.requests.jsonl' -print0 | sort -z |
     tar -cf - --null -T - 2>/dev/null | xz -3 -T4 >"$out/requests.tar.xz")
-  if [ "$(stat -c %s "$out/requests.tar.xz")" -gt $((16 * 1024 * 1024)) ]; then
+  if over_back_limit "$out/requests.tar.xz"; then
     # Not split: with the results, sweep and log files a call's 8 files would not hold them.
     echo "request records: $(du -m "$out/requests.tar.xz" | cut -f1) MiB, over 16 MiB: not brought back"
     rm -f "$out/requests.tar.xz"
@@ -343,15 +343,21 @@ results_pack() {
   return 0
 }
 
+# over_back_limit FILE: whether FILE is over the 16 MiB one file a call brings back
+# (GPU_BACK_MAX bytes in the tests).
+over_back_limit() {
+  [ "$(stat -c %s "$1")" -gt "${GPU_BACK_MAX:-$((16 * 1024 * 1024))}" ]
+}
+
 # bring_back_parts FILE: FILE as it is when it is at most 16 MiB (the most one file a call
-# brings back; GPU_BACK_MAX bytes in the tests), else FILE.part00, FILE.part01, ... of
+# brings back: over_back_limit), else FILE.part00, FILE.part01, ... of
 # 15 MiB (GPU_BACK_PART) and FILE.sha256, FILE removed; here: `cat FILE.part* > FILE &&
 # sha256sum -c FILE.sha256`. On the 2026-12-08 parity lease a 19.6 MB parity.tar.xz was
 # not brought back (and, with no results/, not even packed) until split by hand.
 bring_back_parts() {
   local file=$1
   [ -f "$file" ] || return 0
-  [ "$(stat -c %s "$file")" -gt "${GPU_BACK_MAX:-$((16 * 1024 * 1024))}" ] || return 0
+  over_back_limit "$file" || return 0
   (cd "$(dirname "$file")" && sha256sum "$(basename "$file")" >"$(basename "$file").sha256") ||
     gpu_fail "bring_back_parts: could not sum $file" || return 1
   split -b "${GPU_BACK_PART:-15M}" -d "$file" "$file.part" ||
@@ -369,7 +375,7 @@ sweep_pack() {
   out=$(cd "$2" && pwd) || return 1
   (cd "$run" && "${PY:-python3}" -m servesweep.results.archive pack --out "$out/sweep.tar.xz") ||
     gpu_fail "sweep_pack: could not pack $run/results" || return 1
-  if [ "$(stat -c %s "$out/sweep.tar.xz")" -gt $((16 * 1024 * 1024)) ]; then
+  if over_back_limit "$out/sweep.tar.xz"; then
     echo "sweep archive: $(du -m "$out/sweep.tar.xz" | cut -f1) MiB, over 16 MiB: not brought back"
     rm -f "$out/sweep.tar.xz"
   fi

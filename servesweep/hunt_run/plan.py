@@ -230,7 +230,7 @@ def write_hunt_plan(
     # boot before more boots where a boot's own measurements are most of it.
     counted = {str(level) for level in cast(SweepHunt, sweep.hunt).levels}
     rows = [r for r in verdict_rows(paths) if r.get("level") in counted]
-    stated = stated_rule(sweep.raw["benchmark"])  # compared with the σ_B measured
+    stated = stated_rule(sweep.benchmark)  # compared with the σ_B measured
     advice = scatter_advice(rows, earlier_records(paths), stated) if rows else []
     assumed = AssumedRates.of(sweep)
     text = render(planned, sweep_files, is_default, order=order, advice=advice, assumed=assumed)

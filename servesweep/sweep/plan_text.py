@@ -221,7 +221,7 @@ def write_plan(
     resolve = resolve_suggestion(sweep, paths, planned)
     staged = staged_costs(sweep, paths, planned)
     records = earlier_records(paths)  # read once: the advice's costs and the machines
-    advice = scatter_advice(verdict_rows(paths), records, stated_rule(sweep.raw["benchmark"]))
+    advice = scatter_advice(verdict_rows(paths), records, stated_rule(sweep.benchmark))
     text = render(
         planned,
         sweep_files,

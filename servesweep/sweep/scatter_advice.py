@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -147,10 +147,9 @@ def scatter_advice(
     return lines
 
 
-def stated_rule(benchmark: Mapping) -> Precision | None:
-    """The `num_prompts: auto` rule a sweep's `benchmark` section states (None: fixed
-    requests), for `scatter_advice`'s `stated`."""
-    bench = BenchmarkSettings.of(benchmark)
+def stated_rule(bench: BenchmarkSettings) -> Precision | None:
+    """The `num_prompts: auto` rule a sweep states (None: fixed requests), for
+    `scatter_advice`'s `stated`."""
     return bench.precision if bench.is_auto else None
 
 
@@ -161,10 +160,12 @@ def stated_gap(level, measured: float, stated: Precision | None) -> str | None:
     `auto` sizes a level for its stated σ_B (sizing.target_rse), so a σ_B stated too small
     runs levels longer than their optimum, too large stops them short and leaves the
     precision to more boots."""
-    if stated is None or stated.boot_cv_pct is None or not measured > 0:
+    if stated is None or stated.boot_cv_pct is None:
+        return None
+    if not (math.isfinite(measured) and measured > 0):  # σ_B 0 or not estimated
         return None
     given = stated.boot_cv(Level.parse(level))
-    if not given or not math.isfinite(measured):
+    if not given:
         return None
     if measured > STATED_OFF_BY * given:
         what = f"{measured / given:.1f}x the {given:g} % stated"
